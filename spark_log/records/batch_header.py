@@ -144,10 +144,13 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     header = BatchHeader._make(HEADER.unpack_from(buf, pos))
     if header.magic != MAGIC:
         raise CorruptRecordError(
-            f"batch at byte {pos}: magic {header.magic}, only record batch v2 (magic 2) is supported"
+            f"batch at byte {pos}: magic {header.magic}, "
+            "only record batch v2 (magic 2) is supported"
         )
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-        raise CorruptRecordError(f"batch at byte {pos}: batch length {header.batch_length} too small")
+        raise CorruptRecordError(
+            f"batch at byte {pos}: batch length {header.batch_length} too small"
+        )
     if header.size > available:
         raise CorruptRecordError(
             f"batch at byte {pos}: batch length {header.batch_length} runs past the end "
