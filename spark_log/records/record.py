@@ -152,10 +152,8 @@ def decode_records(
             if b < 0x80:
                 ts_delta, pos = zz[b], pos + 1
             else:
-                ts_delta, size = rl(data, pos)
+                ts_delta, size = rl(data, pos)  # bits past 64 are dropped, as Java does
                 pos += size
-                if not INT64_MIN <= ts_delta <= INT64_MAX:
-                    raise CorruptRecordError(f"timestamp delta {ts_delta} out of range")
             b = data[pos]
             if b < 0x80:
                 offset_delta, pos = zz[b], pos + 1
