@@ -1,0 +1,226 @@
+"""The Fetch response, written without copying record bytes.
+
+`encode_fetch_response` takes a kio FetchResponse entity of any version 4-18 whose `records`
+fields may hold the caller's own objects (anything with an int `size`, such as a file slice the
+server sends with `os.sendfile`, or plain bytes) and returns the frame as a list of parts:
+`bytes` for everything we write, and each non-empty records object itself, in place. The size
+prefix at the start of the first part counts all parts. Concatenating the parts, with each
+records object replaced by its bytes, gives exactly what kio's writer would produce.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import struct
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, Protocol
+
+from .codec import encode_entity
+from .errors import EncodeError
+from .framing import SIZE_PREFIX
+from .response_header import encode_response_header, response_header_version
+from .schema import Kind, shape_of
+from .wire import INT16, INT32, INT64, uvarint
+
+__all__ = ["FETCH_KEY", "SizedRecords", "encode_fetch_response", "records_size"]
+
+FETCH_KEY = 1
+_FIRST_VERSION = 4
+_FIRST_FLEXIBLE = 12
+_FIRST_TOPIC_ID = 13
+_MAX_RECORDS = 2**31 - 1
+_ZERO_UUID = bytes(16)
+_NO_TAGS = b"\x00"
+
+
+class SizedRecords(Protocol):
+    """Anything the server can write as a partition's records; `size` is its length in bytes."""
+
+    @property
+    def size(self) -> int: ...
+
+
+Part = bytes | Any  # bytes we wrote, or a caller's records object
+
+
+def encode_fetch_response(correlation_id: int, response: Any) -> list[Part]:
+    """The frame for `response` (a kio FetchResponse entity) as a list of parts.
+
+    Records objects of size 0 contribute only their length prefix and are left out. Raises
+    `EncodeError` for an entity that is not a FetchResponse v4+ or holds invalid records.
+    """
+    version = getattr(type(response), "__version__", None)
+    if getattr(type(response), "__api_key__", None) != FETCH_KEY or version is None:
+        raise EncodeError(f"not a kio FetchResponse: {type(response).__name__}")
+    if version < _FIRST_VERSION:
+        raise EncodeError(f"FetchResponse v{version} predates record batch v2")
+    writer = _PartsWriter(version)
+    writer.raw(bytes(SIZE_PREFIX.size))
+    writer.raw(encode_response_header(correlation_id, response_header_version(FETCH_KEY, version)))
+    try:
+        writer.response(response)
+    except EncodeError:
+        raise
+    except (AttributeError, TypeError, ValueError, OverflowError, struct.error) as exc:
+        raise EncodeError(f"cannot encode FetchResponse v{version}: {exc!r}") from None
+    return writer.finish()
+
+
+def records_size(records: object) -> int:
+    """The byte length of a records value: len() of bytes-likes, else its int `size`."""
+    if isinstance(records, bytes | bytearray):
+        return len(records)
+    if isinstance(records, memoryview):
+        return records.nbytes
+    size = getattr(records, "size", None)
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= _MAX_RECORDS:
+        raise EncodeError(f"records object {type(records).__name__} has no valid size: {size!r}")
+    return size
+
+
+class _PartsWriter:
+    """Builds the parts list.
+
+    Invariant: `parts` followed by `pending` is the frame so far; `pending` collects our bytes
+    until a records object has to be placed after them; `total` counts every byte, records
+    included.
+    """
+
+    __slots__ = ("flexible", "parts", "pending", "total", "version")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.flexible = version >= _FIRST_FLEXIBLE
+        self.parts: list[Part] = []
+        self.pending = bytearray()
+        self.total = 0
+
+    def finish(self) -> list[Part]:
+        self._flush()
+        first = bytearray(self.parts[0])
+        SIZE_PREFIX.pack_into(first, 0, self.total - SIZE_PREFIX.size)
+        self.parts[0] = bytes(first)
+        return self.parts
+
+    def raw(self, data: bytes) -> None:
+        self.pending += data
+        self.total += len(data)
+
+    def response(self, response: Any) -> None:
+        self.raw(INT32.pack(_millis(response.throttle_time)))
+        if self.version >= 7:
+            self.raw(INT16.pack(int(response.error_code)) + INT32.pack(response.session_id))
+        self.count(len(response.responses))
+        for topic in response.responses:
+            self.topic(topic)
+        self.tags(response)
+
+    def topic(self, topic: Any) -> None:
+        if self.version >= _FIRST_TOPIC_ID:
+            topic_id: uuid.UUID | None = topic.topic_id
+            self.raw(_ZERO_UUID if topic_id is None else topic_id.bytes)
+        else:
+            self.string(topic.topic)
+        self.count(len(topic.partitions))
+        for partition in topic.partitions:
+            self.partition(partition)
+        self.tags(topic)
+
+    def partition(self, p: Any) -> None:
+        head = (
+            INT32.pack(p.partition_index)
+            + INT16.pack(int(p.error_code))
+            + INT64.pack(p.high_watermark)
+            + INT64.pack(p.last_stable_offset)
+        )
+        if self.version >= 5:
+            head += INT64.pack(p.log_start_offset)
+        self.raw(head)
+        self.aborted(p.aborted_transactions)
+        if self.version >= 11:
+            self.raw(INT32.pack(p.preferred_read_replica))
+        self.records(p.records)
+        self.tags(p)
+
+    def aborted(self, aborted: Sequence[Any] | None) -> None:
+        if aborted is None:
+            self.null_count()
+            return
+        self.count(len(aborted))
+        for txn in aborted:
+            self.raw(INT64.pack(txn.producer_id) + INT64.pack(txn.first_offset))
+            self.tags(txn)
+
+    def records(self, records: object) -> None:
+        if records is None:
+            self.raw(_NULL_COMPACT if self.flexible else INT32.pack(-1))
+            return
+        size = records_size(records)
+        self.raw(uvarint(size + 1) if self.flexible else INT32.pack(size))
+        if size:
+            self._flush()
+            self.parts.append(records)
+            self.total += size
+
+    def string(self, text: str) -> None:
+        encoded = text.encode()
+        if self.flexible:
+            self.raw(uvarint(len(encoded) + 1) + encoded)
+        else:
+            self.raw(INT16.pack(len(encoded)) + encoded)
+
+    def count(self, count: int) -> None:
+        self.raw(uvarint(count + 1) if self.flexible else INT32.pack(count))
+
+    def null_count(self) -> None:
+        self.raw(_NULL_COMPACT if self.flexible else INT32.pack(-1))
+
+    def tags(self, entity: Any) -> None:
+        """The tagged-field section of a flexible entity: fields that differ from default."""
+        if not self.flexible:
+            return
+        tagged = _tagged_fields(type(entity))
+        if not tagged:
+            self.raw(_NO_TAGS)
+            return
+        entries = []
+        for tag, name, default in tagged:
+            value = getattr(entity, name)
+            if value != default:
+                encoded = _encode_tag_value(value)
+                entries.append(uvarint(tag) + uvarint(len(encoded)) + encoded)
+        self.raw(uvarint(len(entries)) + b"".join(entries))
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.parts.append(bytes(self.pending))
+            self.pending = bytearray()
+
+
+_NULL_COMPACT = uvarint(0)
+
+
+@functools.cache
+def _tagged_fields(entity_type: type) -> tuple[tuple[int, str, Any], ...]:
+    """(tag, field name, default) for each tagged field, in tag order as the spec requires."""
+    defaults = {field.name: field.default for field in dataclasses.fields(entity_type)}
+    found = []
+    for tag, field in sorted(shape_of(entity_type).tagged.items()):
+        if field.kind is not Kind.ENTITY:
+            raise EncodeError(f"{entity_type.__name__}.{field.name}: only struct tags supported")
+        found.append((tag, field.name, defaults[field.name]))
+    return tuple(found)
+
+
+def _encode_tag_value(value: Any) -> bytes:
+    """A struct, or an array of structs, as a tagged field's value (flexible encoding)."""
+    if isinstance(value, tuple):
+        return uvarint(len(value) + 1) + b"".join(encode_entity(item) for item in value)
+    return encode_entity(value)
+
+
+def _millis(delta: timedelta) -> int:
+    return round(delta.total_seconds() * 1000)
