@@ -1,4 +1,4 @@
-"""spark_log.protocol: the Kafka wire protocol, sans I/O (bytes in, values out; values in, bytes out).
+"""spark_log.protocol: the Kafka wire protocol, sans I/O: bytes in, values out, and back.
 
 Server loop: `FrameDecoder.feed(data)` -> frames; `parse_request(frame)` -> (header, body);
 `ApiSet.accepts(...)` decides; `decode_request_body(header, body)` -> kio request entity;
