@@ -157,9 +157,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
             f"({available} bytes left)"
         )
     if header.last_offset_delta < 0 or header.records_count < 0:
-        raise CorruptRecordError(
-            f"batch at byte {pos}: negative last offset delta or record count"
-        )
+        raise CorruptRecordError(f"batch at byte {pos}: negative last offset delta or record count")
     return header
 
 

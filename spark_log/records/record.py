@@ -38,6 +38,7 @@ from .varint import (
 )
 
 Header = tuple[str, bytes | None]
+NO_TIMESTAMP = -1
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
@@ -69,9 +70,10 @@ def encode_records(
     """Append the records section for `records` to `out`.
 
     Offsets must be strictly increasing and within int32 of `base_offset` (compacted batches
-    keep gaps); raises ValueError on any field the format cannot hold.
+    keep gaps); timestamps are >= 0 or NO_TIMESTAMP. Raises ValueError on any field the format
+    cannot hold.
     """
-    count, prev_offset, max_timestamp = 0, base_offset - 1, -1
+    count, prev_offset, max_timestamp = 0, base_offset - 1, NO_TIMESTAMP
     body = bytearray()
     for record in records:
         offset, timestamp = record.offset, record.timestamp
@@ -79,6 +81,8 @@ def encode_records(
             raise ValueError(f"record offset {offset} does not follow {prev_offset}")
         if offset - base_offset > INT32_MAX:
             raise ValueError(f"record offset {offset} is beyond int32 of base {base_offset}")
+        if timestamp < NO_TIMESTAMP:  # Kafka's builder refuses these too
+            raise ValueError(f"invalid negative timestamp {timestamp}")
         if not INT64_MIN <= timestamp - base_timestamp <= INT64_MAX:
             raise ValueError(f"record timestamp {timestamp} out of range of the base timestamp")
         body.clear()

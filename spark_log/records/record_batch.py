@@ -39,9 +39,7 @@ from .batch_header import (
 )
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
 from .errors import CorruptRecordError
-from .record import Record, decode_records, encode_records, scan_keys
-
-NO_TIMESTAMP = -1
+from .record import NO_TIMESTAMP, Record, decode_records, encode_records, scan_keys
 
 Buffer = bytes | bytearray | memoryview
 

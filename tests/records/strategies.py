@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from spark_log.records.batch_header import Compression, TimestampType
 from spark_log.records.record import Record
 
-BASE_TIMESTAMP = st.integers(0, 1 << 42)
+BASE_TIMESTAMP = st.integers(1 << 31, 1 << 42)  # deltas of +-2^31 stay >= 0
 keys = st.none() | st.binary(max_size=40)
 values = st.none() | st.binary(max_size=300)
 headers = st.lists(

@@ -172,6 +172,7 @@ def test_scan_keys_rejects_an_overrunning_key():
         (Record(-1, 0, None, None), "does not follow"),
         (Record(1 << 31, 0, None, None), "beyond int32"),
         (Record(0, 1 << 63, None, None), "timestamp"),
+        (Record(0, -2, None, None), "invalid negative timestamp -2"),
     ],
 )
 def test_encoding_rejects_values_the_format_cannot_hold(record, reason):
