@@ -1,0 +1,119 @@
+"""The exceptions storage raises, each naming the Kafka error code the broker answers with.
+
+Every class carries `error_name`, the name in Kafka's error table (`Errors` in the protocol), so
+the broker can map any storage exception with `kafka_error_name(exc)` instead of a chain of
+isinstance checks. `CorruptRecordError` comes from the record layer and is re-exported here.
+"""
+
+from __future__ import annotations
+
+from spark_log.records.errors import CorruptRecordError
+
+__all__ = [
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "InvalidConfigurationError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
+    "KafkaStorageError",
+    "OffsetOutOfRangeError",
+    "OffsetsOutOfOrderError",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "StorageError",
+    "UnexpectedAppendOffsetError",
+    "kafka_error_name",
+]
+
+
+class StorageError(Exception):
+    """Base of storage's own exceptions. Maps to UNKNOWN_SERVER_ERROR unless a subclass says."""
+
+    error_name = "UNKNOWN_SERVER_ERROR"
+
+
+class KafkaStorageError(StorageError):
+    """A write, fsync or read failed: the log directory is offline (fail-stop, never retried).
+
+    Maps to KAFKA_STORAGE_ERROR (56). Once raised, every later operation on any log of the same
+    data directory raises it again; only a restart (which runs recovery) brings the logs back.
+    """
+
+    error_name = "KAFKA_STORAGE_ERROR"
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A fetch or DeleteRecords offset outside [log start offset, log end offset].
+
+    Maps to OFFSET_OUT_OF_RANGE (1).
+    """
+
+    error_name = "OFFSET_OUT_OF_RANGE"
+
+
+class RecordTooLargeError(StorageError):
+    """A batch larger than the topic's max.message.bytes. Maps to MESSAGE_TOO_LARGE (10)."""
+
+    error_name = "MESSAGE_TOO_LARGE"
+
+
+class RecordBatchTooLargeError(StorageError):
+    """An append larger than the topic's segment size. Maps to RECORD_LIST_TOO_LARGE (18)."""
+
+    error_name = "RECORD_LIST_TOO_LARGE"
+
+
+class InvalidRecordError(StorageError):
+    """A well-formed batch that breaks a rule of the append (control batch from a client, base
+    offset not 0, inconsistent record count, several batches in one produce). Maps to
+    INVALID_RECORD (87)."""
+
+    error_name = "INVALID_RECORD"
+
+
+class InvalidTimestampError(StorageError):
+    """A record timestamp outside message.timestamp.before/after.max.ms of the broker's clock, or
+    a producer that set LogAppendTime itself. Maps to INVALID_TIMESTAMP (32)."""
+
+    error_name = "INVALID_TIMESTAMP"
+
+
+class OffsetsOutOfOrderError(StorageError):
+    """A replication append whose batch offsets do not increase. Maps to UNKNOWN_SERVER_ERROR,
+    as Kafka's OffsetsOutOfOrderException does (it never reaches a client)."""
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A replication append starting below the log end offset. Maps to UNKNOWN_SERVER_ERROR, as
+    Kafka's UnexpectedAppendOffsetException does; carries the first and last offset given."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class InvalidConfigurationError(StorageError, ValueError):
+    """An unknown topic config name or a value that does not parse or validate.
+
+    Maps to INVALID_CONFIG (40). `config_name` names the offending key.
+    """
+
+    error_name = "INVALID_CONFIG"
+
+    def __init__(self, message: str, config_name: str) -> None:
+        super().__init__(message)
+        self.config_name = config_name
+
+
+class CorruptIndexError(StorageError):
+    """An index file that fails its sanity check. Internal: storage rebuilds the index from the
+    log and never lets this escape to the broker."""
+
+
+def kafka_error_name(exc: BaseException) -> str:
+    """The Kafka error name for an exception raised by storage (CORRUPT_MESSAGE for a corrupt
+    batch, UNKNOWN_SERVER_ERROR for anything storage does not know)."""
+    if isinstance(exc, CorruptRecordError):
+        return "CORRUPT_MESSAGE"
+    return getattr(exc, "error_name", "UNKNOWN_SERVER_ERROR")

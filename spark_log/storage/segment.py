@@ -1,0 +1,379 @@
+"""A log segment: one .log file of batches plus its offset and time indexes (Kafka's LogSegment).
+
+Files are named after the base offset as 20 digits: `00000000000000001234.log`, `.index`,
+`.timeindex`. Storage treats batches as opaque bytes apart from their 61-byte header.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Callable, Sequence
+
+from spark_log.records.batch_header import BatchHeader, iter_headers, verify_crc
+from spark_log.records.errors import CorruptRecordError
+
+from ..clock import Clock
+from .errors import CorruptIndexError
+from .file_records import FetchSlice, FileRecords
+from .filesystem import DEFAULT_FS, Buffer, FileSystem
+from .log_config import LogConfig
+from .offset_index import OffsetIndex
+from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from .timestamp_search import RecordSearch, TimestampAndOffset
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class Segment:
+    """One segment of a partition log.
+
+    Invariants: base offset <= the first offset of the first batch, and every offset in the
+    segment is > every offset of the previous segment and < the next segment's base offset;
+    file names are the base offset as 20 digits; the log holds whole batches with increasing
+    offsets, each fitting an int32 relative to the base offset; index entries point at batch
+    starts inside the valid part of the log. Indexes are opened lazily and sanity-checked on
+    first use; a failed check rebuilds both from the log.
+
+    Thread-safety: none; the owning PartitionLog serializes all calls.
+    """
+
+    def __init__(self, directory: str, base_offset: int, config: LogConfig, *, clock: Clock,
+                 fs: FileSystem = DEFAULT_FS, active: bool = False, create: bool = False) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.clock = clock
+        self.fs = fs
+        self._config = config
+        self._active = active
+        path = os.path.join(directory, segment_file_name(base_offset, ""))
+        self.log = FileRecords(path + LOG_SUFFIX, fs=fs,
+                               init_file_size=config.init_file_size if create else 0)
+        index_size = config.segment_index_bytes
+        self._offset_index = OffsetIndex(path + INDEX_SUFFIX, base_offset, index_size,
+                                         writable=active, fs=fs)
+        self._time_index = TimeIndex(path + TIME_INDEX_SUFFIX, base_offset, index_size,
+                                     writable=active, fs=fs)
+        self.created_ms = clock.now_ms()
+        self.roll_jitter_ms = _jitter(config)
+        self._rolling_ts: int | None = None  # first batch's max timestamp, loaded lazily
+        self._max_ts: TimestampOffset | None = None  # loaded lazily from the time index
+        self._bytes_since_index = 0
+        if create:
+            self._offset_index.load()
+            self._time_index.load()
+
+    # ---- properties ---------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if not self._offset_index.is_loaded:
+            self._load_index(self._offset_index)
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if not self._time_index.is_loaded:
+            self._load_index(self._time_index)
+        return self._time_index
+
+    def update_config(self, config: LogConfig) -> None:
+        self._config = config
+
+    def index_problem(self) -> str | None:
+        """Why the index files cannot be used as they are (missing or torn), without opening."""
+        for index in (self._offset_index, self._time_index):
+            if not os.path.exists(index.path):
+                return f"index file {index.path} is missing"
+            reason = index.check_size()
+            if reason:
+                return f"index file {index.path}: {reason}"
+        return None
+
+    def _load_index(self, index: OffsetIndex | TimeIndex) -> None:
+        try:
+            index.load()
+            if isinstance(index, OffsetIndex):
+                index.sanity_check(self.size)
+                last = index.last_entry()
+                if index.entries and self._header_at(last.position).last_offset != last.offset:
+                    raise CorruptIndexError(f"corrupt offset index {index.path}: last entry "
+                                            f"{tuple(last)} does not match the log")
+            else:
+                index.sanity_check()
+                last = index.last_entry()
+                if index.entries and self.translate_offset(last.offset) is None:
+                    raise CorruptIndexError(f"corrupt time index {index.path}: offset "
+                                            f"{last.offset} is not in the log")
+        except (CorruptIndexError, CorruptRecordError) as e:
+            log.warning("%s; rebuilding the indexes of %s", e, self.log.path)
+            self.rebuild_indexes()
+
+    def _header_at(self, position: int) -> BatchHeader:
+        for _, header in self.log.batches(position):
+            return header
+        raise CorruptRecordError(f"no batch at byte {position} of {self.log.path}")
+
+    # ---- append -------------------------------------------------------------------------
+
+    def append(self, buffers: Sequence[Buffer], headers: Sequence[BatchHeader]) -> None:
+        """Write whole batches (described by `headers`, offsets final) at the end of the log
+        and add index entries every index.interval.bytes."""
+        if not headers:
+            return
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        if first < self.base_offset or not self.offset_index.can_append_offset(last):
+            raise ValueError(f"offsets {first}..{last} do not fit segment {self.base_offset}")
+        max_ts = self.max_timestamp_so_far()
+        if self.size == 0:
+            self._rolling_ts = max(h.max_timestamp for h in headers)
+        position = self.log.append(buffers)
+        interval = self._config.index_interval_bytes
+        for h in headers:
+            if h.max_timestamp > max_ts.timestamp:
+                max_ts = self._max_ts = TimestampOffset(h.max_timestamp, h.last_offset)
+            if self._bytes_since_index > interval:
+                self.offset_index.append(h.last_offset, position)
+                self.time_index.maybe_append(*max_ts)
+                self._bytes_since_index = 0
+            self._bytes_since_index += h.size
+            position += h.size
+
+    def should_roll(self, *, messages_size: int, max_timestamp: int, max_offset: int,
+                    now_ms: int) -> bool:
+        """Kafka's roll rule: size, age (by the first batch's timestamp), full indexes, or an
+        offset that no longer fits the 32-bit relative offset."""
+        size = self.size
+        config = self._config
+        aged = self.time_waited_for_roll(now_ms, max_timestamp) > (config.max_segment_ms
+                                                                    - self.roll_jitter_ms)
+        return (size > config.segment_size - messages_size or (size > 0 and aged)
+                or self.offset_index.is_full or self.time_index.is_full
+                or not self.offset_index.can_append_offset(max_offset))
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        if self._rolling_ts is None and self.size > 0:
+            self._rolling_ts = self._header_at(0).max_timestamp
+        if self._rolling_ts is not None and self._rolling_ts >= 0:
+            return message_timestamp - self._rolling_ts
+        return now_ms - self.created_ms
+
+    # ---- read ---------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, start_position: int = 0
+                         ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= `offset`."""
+        position = max(self.offset_index.lookup(offset).position, start_position)
+        for pos, header in self.log.batches(position):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchSlice | None:
+        """Whole batches from the one containing `start_offset`, at most `max_bytes` (but the
+        first batch whole when `min_one_batch`), stopping before a batch starting at or after
+        `max_offset`. None when `start_offset` is past this segment's data."""
+        if max_bytes < 0:
+            raise ValueError(f"invalid max bytes {max_bytes} for a read of {self.log.path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        start, first = found
+        limit = max(max_bytes, first.size) if min_one_batch else max_bytes
+        end = start
+        for pos, header in self.log.batches(start):
+            if max_offset is not None and header.base_offset >= max_offset:
+                break
+            if pos + header.size - start > limit:
+                break
+            end = pos + header.size
+        return self.log.slice(start, end - start)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty)."""
+        last = None
+        for _, header in self.log.batches(self.offset_index.last_entry().position):
+            last = header
+        return last.next_offset if last is not None else self.base_offset
+
+    # ---- timestamps ---------------------------------------------------------------------
+
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        """Largest batch max timestamp and the last offset of its batch (time index backed)."""
+        if self._max_ts is None:
+            self._max_ts = self.time_index.last_entry()
+        return self._max_ts
+
+    def largest_timestamp(self) -> int:
+        """What retention.ms compares: the max timestamp, or the file's mtime if none."""
+        ts = self.max_timestamp_so_far().timestamp
+        return ts if ts >= 0 else self.log.last_modified_ms
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int,
+                                 search: RecordSearch) -> TimestampAndOffset | None:
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for pos, header in self.log.batches(position):
+            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
+                found = search.first_at_or_after(self.log.read(pos, header.size), header,
+                                                 timestamp, starting_offset)
+                if found is not None:
+                    return TimestampAndOffset(found[1], found[0], _epoch(header))
+        return None
+
+    def offset_of_max_timestamp(self, search: RecordSearch) -> TimestampAndOffset | None:
+        target = self.max_timestamp_so_far()
+        if target.timestamp == NO_TIMESTAMP:
+            return None
+        for pos, header in self.log.batches(self.offset_index.lookup(target.offset).position):
+            if header.max_timestamp == target.timestamp:
+                offset = search.offset_of_max_timestamp(self.log.read(pos, header.size), header)
+                return TimestampAndOffset(header.max_timestamp, offset, _epoch(header))
+        return None
+
+    # ---- recovery and truncation --------------------------------------------------------
+
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Check every batch (size, magic, CRC, offsets), cut a torn or garbage tail, rebuild
+        the indexes; returns the number of bytes truncated."""
+        valid = self._rebuild(verify=True, on_batch=on_batch)
+        self.log.size = valid
+        return self.log.truncate_to(valid) if os.path.getsize(self.log.path) != valid else 0
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes by walking the batch headers (no truncation)."""
+        valid = self._rebuild(verify=False)
+        if valid < self.size:
+            log.warning("%s has invalid data at byte %d; reads past it will fail",
+                        self.log.path, valid)
+
+    def _rebuild(self, *, verify: bool, on_batch: Callable[[BatchHeader], None] | None = None
+                 ) -> int:
+        oi, ti = self._offset_index, self._time_index
+        for index in (oi, ti):
+            index.load()
+            index.set_writable(True)  # room for every entry while rebuilding
+            index.reset()
+        self._bytes_since_index = 0
+        max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        valid = last_entry_at = 0
+        next_offset = self.base_offset
+        mm = self.log.map()
+        try:
+            end = None if verify else self.log.size  # recovery also walks a torn tail
+            for pos, h in iter_headers(mm, 0, end) if mm is not None else ():
+                if verify:
+                    verify_crc(mm, pos, h)  # type: ignore[arg-type]
+                if h.base_offset < next_offset or not oi.can_append_offset(h.last_offset):
+                    raise CorruptRecordError(f"batch at byte {pos}: offset {h.base_offset} is "
+                                             f"out of order or outside the segment")
+                if h.max_timestamp > max_ts.timestamp:
+                    max_ts = TimestampOffset(h.max_timestamp, h.last_offset)
+                if pos - last_entry_at > self._config.index_interval_bytes:
+                    oi.append(h.last_offset, pos)
+                    ti.maybe_append(*max_ts)
+                    last_entry_at = pos
+                if on_batch is not None:
+                    on_batch(h)
+                valid, next_offset = pos + h.size, h.next_offset
+        except CorruptRecordError as e:
+            log.warning("Found invalid data in %s at byte %d: %s", self.log.path, valid, e)
+        del mm
+        ti.maybe_append(*max_ts, skip_full_check=True)
+        self._max_ts = max_ts
+        self._rolling_ts = None
+        for index in (oi, ti):
+            index.set_writable(self._active)
+        return valid
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch that ends at or after `offset` (the whole batch holding it);
+        returns the bytes removed. The segment becomes writable (it is the new active one)."""
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.set_active(True)
+        removed = self.log.truncate_to(found[0]) if found is not None else 0
+        if self.size == 0:
+            self.created_ms = self.clock.now_ms()
+            self._rolling_ts = None
+        self._bytes_since_index = 0
+        last = self.time_index.last_entry()
+        for _, h in self.log.batches(self.offset_index.lookup(last.offset).position):
+            if h.max_timestamp > last.timestamp:
+                last = TimestampOffset(h.max_timestamp, h.last_offset)
+        self._max_ts = last
+        return removed
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def set_active(self, active: bool) -> None:
+        self._active = active
+        for index in (self._offset_index, self._time_index):
+            index.set_writable(active)
+
+    def on_become_inactive(self) -> None:
+        """Roll: record the largest timestamp in the time index and trim every file."""
+        self.time_index.maybe_append(*self.max_timestamp_so_far(), skip_full_check=True)
+        self.set_active(False)
+        self.log.trim()
+
+    def flush(self) -> None:
+        self.log.flush()
+        self._offset_index.flush()
+        self._time_index.flush()
+
+    def close(self) -> None:
+        if self._max_ts is not None:
+            self.time_index.maybe_append(*self._max_ts, skip_full_check=True)
+        self._offset_index.close()
+        self._time_index.close()
+        self.log.trim()
+        self.log.close()
+
+    def release(self) -> None:
+        """Let go of the files without writing anything (after a storage failure)."""
+        self._offset_index.release()
+        self._time_index.release()
+        self.log.close()
+
+    def files(self) -> list[str]:
+        return [self.log.path, self._offset_index.path, self._time_index.path]
+
+    def rename_to_deleted(self) -> None:
+        self._offset_index.release()
+        self._time_index.release()
+        for f in (self.log, self._offset_index, self._time_index):
+            if os.path.exists(f.path):
+                f.rename(f.path + DELETED_SUFFIX)
+
+    def delete_files(self) -> None:
+        self.log.delete()
+        self._offset_index.delete_file()
+        self._time_index.delete_file()
+
+    def __repr__(self) -> str:
+        return f"Segment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"
+
+
+def _epoch(header: BatchHeader) -> int | None:
+    return header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+
+
+def _jitter(config: LogConfig) -> int:
+    if config.segment_jitter_ms == 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.segment_ms))
