@@ -21,7 +21,7 @@ and builds each `Record` with `tuple.__new__`, about 5x cheaper than a frozen da
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from kio.serial.readers import read_signed_varint, read_signed_varlong
@@ -263,45 +263,59 @@ def _decode_headers(data: bytes, pos: int, rec_end: int, count: int) -> tuple[tu
 
 def scan_keys(
     data: bytes, pos: int, end: int, count: int, base_offset: int
-) -> Iterator[tuple[int, bytes | None]]:
-    """Yield (offset, key) of each of `count` records in data[pos:end], skipping values and
-    headers without decoding them (each record's length locates the next one).
+) -> list[tuple[int, bytes | None]]:
+    """(offset, key) of each of `count` records in data[pos:end], skipping values and headers
+    without decoding them: each record's length locates the next one.
 
     Checks only what it reads; `decode_records` validates the rest.
     """
-    zz, rv = ZIGZAG_BYTE, read_signed_varint
+    zz, rv, rl = ZIGZAG_BYTE, read_signed_varint, read_signed_varlong
+    keys: list[tuple[int, bytes | None]] = []
+    append = keys.append
     start = pos
     try:
         for _ in range(count):
             start = pos
             if pos >= end:
                 raise CorruptRecordError("incorrect declared batch size, premature EOF reached")
-            length, pos = _varint(data, pos, zz, rv)
+            b = data[pos]
+            if b < 0x80:
+                length, pos = zz[b], pos + 1
+            else:
+                length, size = rv(data, pos)
+                pos += size
             if length < 0 or length > end - pos:
                 raise CorruptRecordError(
                     f"invalid record size {length}, {end - pos} bytes left in the batch"
                 )
             rec_end = pos + length
-            _, size = read_signed_varlong(data, pos + 1)  # skip attributes, timestamp delta
-            offset_delta, key_pos = _varint(data, pos + 1 + size, zz, rv)
-            n, key_pos = _varint(data, key_pos, zz, rv)
-            if n > rec_end - key_pos:
+            field = pos + 1  # skip attributes, then the timestamp delta
+            if data[field] < 0x80:
+                field += 1
+            else:
+                field += rl(data, field)[1]
+            b = data[field]
+            if b < 0x80:
+                offset_delta, field = zz[b], field + 1
+            else:
+                offset_delta, size = rv(data, field)
+                field += size
+            b = data[field]
+            if b < 0x80:
+                n, field = zz[b], field + 1
+            else:
+                n, size = rv(data, field)
+                field += size
+            if n > rec_end - field or field > rec_end:
                 raise CorruptRecordError(f"key of {n} bytes overruns the record")
-            yield base_offset + offset_delta, (None if n < 0 else data[key_pos : key_pos + n])
+            append((base_offset + offset_delta, None if n < 0 else data[field : field + n]))
             pos = rec_end
     except CorruptRecordError as exc:
-        raise CorruptRecordError(f"record at byte {start}: {exc}") from None
+        raise CorruptRecordError(f"record {len(keys)} at byte {start}: {exc}") from None
     except VARINT_ERRORS as exc:
-        raise CorruptRecordError(f"record at byte {start}: bad varint: {exc}") from None
+        raise CorruptRecordError(f"record {len(keys)} at byte {start}: bad varint: {exc}") from None
     if pos != end:
         raise CorruptRecordError(
             f"incorrect declared batch size, {end - pos} bytes remain after {count} records"
         )
-
-
-def _varint(data: bytes, pos: int, zz, rv) -> tuple[int, int]:
-    b = data[pos]
-    if b < 0x80:
-        return zz[b], pos + 1
-    value, size = rv(data, pos)
-    return value, pos + size
+    return keys

@@ -152,9 +152,9 @@ class BatchView:
     """One batch inside a larger buffer, read lazily.
 
     Holds a memoryview of the buffer (no copy) and the parsed header; records are decompressed
-    and decoded only by `decode`, `records`, `keys` and `offsets_and_keys`, each call anew. The
-    buffer must not change while the view is used. Not synchronised; views are cheap, make one
-    per thread.
+    and decoded only by `decode`, `records`, `keys` and `offsets_and_keys`, each call anew.
+    Immutable after construction, so threads may share a view; the buffer must not change while
+    it is in use, and the view keeps the buffer exported (release views before closing an mmap).
     """
 
     __slots__ = ("_view", "header", "position")
@@ -241,7 +241,7 @@ class BatchView:
         if header.records_count == 0:
             return iter(())
         data = self.records_section(max_decompressed_size=max_decompressed_size)
-        return scan_keys(data, 0, len(data), header.records_count, header.base_offset)
+        return iter(scan_keys(data, 0, len(data), header.records_count, header.base_offset))
 
     def keys(self, **options) -> Iterator[bytes | None]:
         """Yield each record's key (None for a null key); options as for `offsets_and_keys`."""

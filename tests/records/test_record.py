@@ -67,7 +67,7 @@ def test_log_append_time_replaces_every_timestamp(records, append_time):
 @given(record_lists(base_offset=50))
 def test_scan_keys_yields_offsets_and_keys(records):
     data, summary = encode(records, 50, 0)
-    scanned = list(scan_keys(data, 0, len(data), summary.count, 50))
+    scanned = scan_keys(data, 0, len(data), summary.count, 50)
     assert scanned == [(r.offset, r.key) for r in records]
 
 
@@ -159,7 +159,7 @@ def test_errors_name_the_failing_record_and_its_position():
 def test_scan_keys_rejects_an_overrunning_key():
     data = raw_record(b"\x00", b"\x00", b"\x00", varint(9), b"ab")
     with pytest.raises(CorruptRecordError, match="key of 9"):
-        list(scan_keys(data, 0, len(data), 1, 0))
+        scan_keys(data, 0, len(data), 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -183,3 +183,9 @@ def test_encoding_rejects_values_the_format_cannot_hold(record, reason):
 def test_encoding_rejects_offsets_that_do_not_increase():
     with pytest.raises(ValueError, match="record offset 3 does not follow 3"):
         encode([Record(3, 0, None, None), Record(3, 0, None, None)])
+
+
+def test_scan_keys_rejects_fields_past_the_record_end():
+    data = varint(2) + b"\x00\x00" + b"\x00\x01"  # offset delta and null key lie past its end
+    with pytest.raises(CorruptRecordError, match="overruns the record"):
+        scan_keys(data, 0, len(data), 1, 0)
