@@ -31,6 +31,7 @@ DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK_INPUT = 32 * 1024
+_SNAPPY_MAX_RATIO = 22  # a 3-byte copy op yields at most 64 bytes
 _INT32 = struct.Struct(">i")
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
@@ -46,6 +47,9 @@ _ZSTD_DEFAULT_LEVEL = 3  # Kafka's compression.zstd.level default
 _GZIP_DEFAULT_LEVEL = 6  # Java's Deflater.DEFAULT_COMPRESSION
 
 _MIN_GUESS = 64 * 1024
+# cramjam's error when decompress_into runs out of output buffer (Rust's io::ErrorKind::WriteZero);
+# tests pin it, since growing the buffer depends on recognising it.
+_BUFFER_FULL = "failed to write whole buffer"
 _GROWTH = 4
 _DEFLATE_MAX_RATIO = 1032
 _ZSTD_TRUSTED_RATIO = 64  # a declared content size above this ratio is grown into, not trusted
@@ -109,11 +113,12 @@ def _check_size(size: int, max_size: int) -> None:
 
 
 def _bounded(decompress_into, data, guess: int, max_size: int) -> bytes:
-    """Decompress into a buffer of `guess` bytes, retrying with larger ones up to `max_size`.
+    """Decompress into a buffer of `guess` bytes, growing it up to `max_size` while the output
+    does not fit.
 
-    cramjam fails when the output does not fit, the same way it fails on corrupt input, so a
-    failure below the limit is retried with a larger buffer; one at the limit is final. The
-    spare byte tells output of exactly `max_size` from output that exceeds it.
+    The spare byte tells output of exactly `max_size` from output that exceeds it. Only cramjam's
+    "output buffer full" error is retried; any other is corruption and raised at once, so bad
+    input never makes us allocate up to the limit.
     """
     size = max(0, min(guess, max_size))
     while True:
@@ -121,9 +126,11 @@ def _bounded(decompress_into, data, guess: int, max_size: int) -> bytes:
         try:
             written = decompress_into(data, out)
         except cramjam.DecompressionError as exc:
+            if _BUFFER_FULL not in str(exc):
+                raise CorruptRecordError(f"corrupt compressed data: {exc}") from None
             if size >= max_size:
                 raise CorruptRecordError(
-                    f"corrupt, or decompresses to more than the limit of {max_size} bytes ({exc})"
+                    f"decompresses to more than the limit of {max_size} bytes"
                 ) from None
             size = min(max_size, max(size * _GROWTH, _MIN_GUESS))
             continue
@@ -168,7 +175,7 @@ def _xerial_compress(data: memoryview) -> bytes:
 def _snappy_decompress(data, max_size: int) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != _XERIAL_MAGIC:
-        _check_size(cramjam.snappy.decompress_raw_len(view), max_size)
+        _check_size(_snappy_block_size(view), max_size)
         return bytes(cramjam.snappy.decompress_raw(view))
     if len(view) < len(_XERIAL_HEADER):
         raise CorruptRecordError("xerial snappy header truncated")
@@ -182,10 +189,21 @@ def _snappy_decompress(data, max_size: int) -> bytes:
             raise CorruptRecordError(f"xerial block of {length} bytes at byte {pos} overruns")
         block = view[pos : pos + length]
         pos += length
-        total += cramjam.snappy.decompress_raw_len(block) if length else 0
+        total += _snappy_block_size(block) if length else 0
         _check_size(total, max_size)  # before inflating anything
         blocks.append(block)
     return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in blocks if block)
+
+
+def _snappy_block_size(block) -> int:
+    """The size a raw snappy block declares, refused if the block could not expand to it (the
+    decoder allocates the declared size before decoding)."""
+    size = cramjam.snappy.decompress_raw_len(block)
+    if size > len(block) * _SNAPPY_MAX_RATIO:
+        raise CorruptRecordError(
+            f"snappy block of {len(block)} bytes claims {size} bytes, more than snappy expands to"
+        )
+    return size
 
 
 def _lz4_kafka_compress(data: memoryview, level: int) -> bytes:

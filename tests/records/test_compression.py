@@ -165,3 +165,32 @@ def test_garbage_and_truncation_raise_corrupt_record_error(codec):
 def test_unknown_codec_is_rejected_when_compressing():
     with pytest.raises(ValueError, match="unknown compression codec"):
         compress(7, b"data")
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+def test_output_beyond_the_first_size_guess_is_grown_into(codec):
+    # Streaming zstd frames declare no size and a 2-member gzip's trailer gives only the last
+    # member's, so the output buffer must grow: this pins cramjam's "buffer full" error.
+    if codec == Compression.GZIP:
+        packed = gzip.compress(bytes(8 << 20)) + gzip.compress(b"tail")
+    else:
+        encoder = cramjam.zstd.Compressor()
+        encoder.compress(bytes(8 << 20))
+        packed = bytes(encoder.finish())
+    out = decompress(codec, packed)
+    assert len(out) == (8 << 20) + (4 if codec == Compression.GZIP else 0)
+
+
+def test_corrupt_input_fails_without_growing_the_buffer_to_the_limit():
+    # A zstd frame asking for a 1 GiB window: the decoder refuses it outright.
+    frame = b"\x28\xb5\x2f\xfd\x00" + bytes([20 << 3]) + (1 << 3 | 1).to_bytes(3, "little") + b"x"
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CorruptRecordError, match="corrupt compressed data"):
+        decompress(Compression.ZSTD, frame, max_size=512 << 20)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before < 64 * 1024
+
+
+def test_snappy_block_claiming_more_than_it_can_expand_to_is_refused():
+    claim = b"\x80\x80\x80\x40"  # a varint preamble of 128 MiB, followed by 6 bytes
+    with pytest.raises(CorruptRecordError, match="claims 134217728 bytes"):
+        decompress(Compression.SNAPPY, claim + b"\x00" * 6)
