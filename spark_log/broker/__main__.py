@@ -1,0 +1,42 @@
+"""`python -m spark_log.broker`: run one broker in the foreground, logging to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from .broker import run_until_signalled
+from .broker_config import ConfigError
+from .launch_options import add_broker_arguments, config_from_arguments
+
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m spark_log.broker") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="Run a spark_log broker.")
+    add_broker_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT, stream=sys.stderr)
+    try:
+        config = config_from_arguments(args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(run_until_signalled(config, metrics_port=args.metrics_port))
+    except ConfigError as e:
+        logging.getLogger("spark_log.broker").error("%s", e)
+        return 2
+    except OSError as e:
+        logging.getLogger("spark_log.broker").error("cannot start the broker: %s", e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""One broker: storage, topics, request handling and the listening socket, started and stopped
+as a unit.
+
+`start()` opens the data directory (recovering logs after a crash), binds the listener and then
+writes `broker.json` (pid, advertised host and port) into the data directory — the signal that
+clients can connect, used by tests and by the sidecar launcher. `stop()` is the clean shutdown of
+SIGTERM/SIGINT: stop accepting, finish in-flight requests, flush and checkpoint every log, write
+the clean-shutdown marker, remove `broker.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+
+from spark_log.clock import SYSTEM_CLOCK, Clock
+from spark_log.storage.log_manager import LogManager
+
+from . import meta_properties
+from .broker_config import BrokerConfig
+from .connection import Connection
+from .dispatcher import Dispatcher
+from .handlers import load_all
+from .launch_options import parse_listener
+from .metrics import BrokerMetrics
+from .replica_manager import ReplicaManager
+from .topic_manager import TopicManager
+from .topic_metadata import TopicMetadata, write_atomically
+
+log = logging.getLogger(__name__)
+
+INFO_FILE = "broker.json"
+FLUSH_CHECK_INTERVAL_MS = 1000
+
+
+class Broker:
+    """A running broker. Everything but the metrics scrape runs on one asyncio event loop, so
+    no component needs locks. Invariant: `broker.json` exists exactly while the listener is
+    open and the logs are loaded."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id = config.node_id
+        data_dir = config.data_dir
+        assert data_dir is not None, "log.dirs must be set"
+        self.data_dir = data_dir
+        self.metrics = BrokerMetrics()
+        self.cluster_id = ""
+        self.host, self.port = parse_listener(config.get("listeners"))
+        self.advertised_host, self.advertised_port = self.host, self.port
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.logs: LogManager
+        self.topics: TopicManager
+        self.replicas: ReplicaManager
+        self.dispatcher: Dispatcher
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = meta_properties.load_or_create(
+            self.data_dir, self.node_id, self.config.get("cluster.id"))
+        self.logs = LogManager(str(self.data_dir), clock=self.clock)
+        metadata = TopicMetadata(self.data_dir)
+        metadata.load(self.logs.partitions())
+        self.topics = TopicManager(self.config, metadata, self.logs)
+        self.topics.open_all()
+        self.replicas = ReplicaManager(self.logs, self.node_id)
+        self.dispatcher = Dispatcher(self, load_all())
+        self._server = await asyncio.start_server(
+            self._accept, self.host, self.port, reuse_address=True)
+        bound = self._server.sockets[0].getsockname()
+        self.port = bound[1]
+        self.advertised_host, self.advertised_port = self._advertised(bound[0])
+        self._start_background_work()
+        self._write_info()
+        log.info("spark_log broker %d (cluster %s) listening on %s:%d, advertised as %s:%d",
+                 self.node_id, self.cluster_id, bound[0], self.port, self.advertised_host,
+                 self.advertised_port)
+
+    async def stop(self) -> None:
+        log.info("Shutting down broker %d", self.node_id)
+        (self.data_dir / INFO_FILE).unlink(missing_ok=True)
+        if self._server is not None:
+            self._server.close()
+        self.replicas.wake_all()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=5)
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        self.logs.close()
+        log.info("Broker %d shut down cleanly", self.node_id)
+
+    def _advertised(self, bound_host: str) -> tuple[str, int]:
+        listener = self.config.get("advertised.listeners")
+        if listener:
+            host, port = parse_listener(listener)
+            return host, port or self.port
+        if bound_host in ("0.0.0.0", "::", ""):
+            return _primary_ipv4(), self.port
+        return bound_host, self.port
+
+    def _write_info(self) -> None:
+        info = {"pid": os.getpid(), "host": self.advertised_host, "port": self.advertised_port,
+                "node_id": self.node_id, "cluster_id": self.cluster_id}
+        write_atomically(self.data_dir / INFO_FILE, json.dumps(info).encode())
+
+    async def serve_metrics(self, port: int) -> None:
+        """Prometheus text format on http://host:port/metrics (issue: metrics)."""
+        from .metrics_server import serve_metrics
+
+        self._metrics_server = await serve_metrics(self, self.host, port)
+
+    # ---- connections ----------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connection = Connection(reader, writer, self.dispatcher.respond,
+                                self.config.get("socket.request.max.bytes"))
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await connection.run()
+        finally:
+            self._connections.discard(task)
+
+    # ---- periodic work --------------------------------------------------------------------
+    def _start_background_work(self) -> None:
+        self._every(self.config.get("log.retention.check.interval.ms"), self._retention)
+        self._every(FLUSH_CHECK_INTERVAL_MS, self._flush)
+        self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"), self._checkpoint)
+
+    def _every(self, interval_ms: int, work: Callable[[], Awaitable[None] | None]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    result = work()
+                    if result is not None:
+                        await result
+                except Exception:
+                    log.exception("periodic task %s failed", getattr(work, "__name__", work))
+
+        self._tasks.append(asyncio.create_task(loop()))
+
+    def _retention(self) -> None:
+        deleted = self.logs.run_retention()
+        if deleted:
+            log.info("Retention deleted %d segment(s)", deleted)
+
+    def _flush(self) -> None:
+        self.logs.flush_due()
+
+    def _checkpoint(self) -> None:
+        self.logs.checkpoint()
+
+
+def _primary_ipv4() -> str:
+    """This host's IPv4 address by its name (what clients elsewhere would use), or loopback."""
+    with contextlib.suppress(OSError):
+        return socket.gethostbyname(socket.gethostname())
+    return "127.0.0.1"
+
+
+async def run_until_signalled(config: BrokerConfig, metrics_port: int | None = None) -> int:
+    """Run a broker until SIGTERM or SIGINT, then shut it down cleanly. Returns an exit code."""
+    import signal
+
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    if metrics_port is not None:
+        await broker.serve_metrics(metrics_port)
+    await stop.wait()
+    await broker.stop()
+    return 0
+

@@ -1,0 +1,79 @@
+"""Prometheus metrics of one broker, in a registry of its own (served with `--metrics-port`).
+
+Names follow Kafka's JMX metrics where one exists (BytesInPerSec -> bytes_in_total ...), as
+counters and histograms that Prometheus turns into rates. Gauges that describe state (log size,
+lag, open transactions, under-replicated partitions) are computed at scrape time from the
+broker, so they cost nothing on the produce and fetch paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from spark_log.protocol.api_keys import ApiKey
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                    10, 30)
+
+StateReader = Callable[[], Iterable[GaugeMetricFamily]]
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
+class BrokerMetrics:
+    """Counters updated on the request paths; thread-safe (prometheus_client locks)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("spark_log_requests", "Requests handled, by API.",
+                                ["api"], registry=r)
+        self.request_seconds = Histogram("spark_log_request_seconds",
+                                         "Time to handle a request, by API.", ["api"],
+                                         buckets=_LATENCY_BUCKETS, registry=r)
+        self.bytes_in = Counter("spark_log_bytes_in", "Record bytes produced, by topic.",
+                                ["topic"], registry=r)
+        self.messages_in = Counter("spark_log_messages_in", "Records produced, by topic.",
+                                   ["topic"], registry=r)
+        self.bytes_out = Counter("spark_log_bytes_out", "Record bytes fetched, by topic.",
+                                 ["topic"], registry=r)
+        self.failed_produce = Counter("spark_log_failed_produce_requests",
+                                      "Partition appends answered with an error, by topic.",
+                                      ["topic"], registry=r)
+
+    def observe_request(self, api_key: int, seconds: float) -> None:
+        name = api_name(api_key)
+        self.requests.labels(name).inc()
+        self.request_seconds.labels(name).observe(seconds)
+
+    def record_produce(self, topic: str, size: int, count: int) -> None:
+        self.bytes_in.labels(topic).inc(size)
+        self.messages_in.labels(topic).inc(count)
+
+    def record_fetch(self, topic: str, size: int) -> None:
+        if size:
+            self.bytes_out.labels(topic).inc(size)
+
+    def add_state(self, read: StateReader) -> None:
+        """Gauges computed at scrape time by `read()`."""
+        self.registry.register(_StateCollector(read))
+
+    def serve(self, port: int, host: str) -> None:
+        start_http_server(port, addr=host, registry=self.registry)
+
+
+class _StateCollector(Collector):
+    def __init__(self, read: StateReader) -> None:
+        self._read = read
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        return list(self._read())
