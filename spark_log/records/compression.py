@@ -87,7 +87,7 @@ def decompress(
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> bytes:
     """Decompress a records section; CorruptRecordError if it is malformed or would inflate to
-    more than `max_size` bytes."""
+    more than `max_size` bytes (ValueError for a codec id that is not a Compression)."""
     name = Compression(codec).name.lower()
     try:
         if codec == Compression.NONE:
