@@ -195,12 +195,14 @@ class IndexFile:
             self._mm.flush()
         self.fs.fsync(self._fd)
 
-    def close(self) -> None:
-        """Trim (if writable) and release the file; the index can be loaded again later."""
+    def close(self, *, sync: bool = False) -> None:
+        """Trim (if writable), fsync if asked, and release the file; it can be loaded again."""
         if self._fd is None:
             return
         if self._writable:
             self.trim_to_valid_size()
+        if sync:
+            self.flush()
         self.release()
 
     def release(self) -> None:

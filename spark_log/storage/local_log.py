@@ -152,11 +152,14 @@ class LocalLog:
         self._leo = self.recovery_point = offset
 
     def close(self) -> None:
-        self.flush_to(self.log_end_offset)
+        """Trim and fsync what is not yet durable, close everything; the recovery point is
+        then the log end offset."""
+        end = self.log_end_offset
+        unflushed = {s.base_offset for s in self.segments.overlapping(self.recovery_point, end)}
         self.deleter.delete_due(LONG_MAX)
         for segment in self.segments:
-            segment.close()
-        self.fs.fsync_dir(self.dir)
+            segment.close(sync=segment.base_offset in unflushed)
+        self.recovery_point = end  # no directory fsync: trimming creates or renames nothing
 
     def release(self) -> None:
         for segment in self.segments:

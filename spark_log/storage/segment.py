@@ -336,12 +336,15 @@ class Segment:
         self._offset_index.flush()
         self._time_index.flush()
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = False) -> None:
+        """Record the largest timestamp, trim every file, fsync them if `sync`, close."""
         if self._max_ts is not None:
             self.time_index.maybe_append(*self._max_ts, skip_full_check=True)
-        self._offset_index.close()
-        self._time_index.close()
+        self._offset_index.close(sync=sync)
+        self._time_index.close(sync=sync)
         self.log.trim()
+        if sync:
+            self.log.flush()
         self.log.close()
 
     def release(self) -> None:

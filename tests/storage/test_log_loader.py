@@ -1,0 +1,171 @@
+"""Opening a partition directory: leftovers, index repair and crash recovery."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from spark_log.storage.filesystem import DEFAULT_FS
+from spark_log.storage.log_config import LogConfig
+from spark_log.storage.log_loader import LoadedLog, load_segments
+from spark_log.storage.segment import Segment
+
+from .batches import make_batch
+from .conftest import CountingFileSystem, open_log, small_config
+
+
+def write_log(tmp_path, clock, batches: int = 60, close: bool = True,  # type: ignore
+              config: LogConfig | None = None) -> str:
+    """A log with several segments; returns the partition directory."""
+    log = open_log(tmp_path, config or small_config(), clock)
+    for i in range(batches):
+        log.append(make_batch(2, timestamp=clock.now_ms() + i, value_size=60), leader_epoch=1)
+    if close:
+        log.close()
+    else:
+        log.release()  # a crash: nothing trimmed, nothing flushed by us
+    return log.dir
+
+
+def load(directory: str, clock, recovery_point: int = 0, clean: bool = False,  # type: ignore
+         fs=DEFAULT_FS, epochs: list | None = None) -> LoadedLog:  # type: ignore[type-arg]
+    return load_segments(directory, small_config(), clock=clock, fs=fs,
+                         recovery_point=recovery_point, log_start_offset=0,
+                         had_clean_shutdown=clean,
+                         on_batch=(epochs.append if epochs is not None else lambda h: None))
+
+
+def names(directory: str) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+def test_clean_open_reads_no_index(tmp_path, clock) -> None:  # type: ignore
+    d = write_log(tmp_path, clock)
+    fs = CountingFileSystem()
+    loaded = load(d, clock, clean=True, fs=fs)
+    assert len(loaded.segments) == 3 and loaded.next_offset is None and not loaded.recovered
+    assert fs.opened[".index"] == fs.opened[".timeindex"] == 0
+
+
+def test_garbage_after_the_active_segment_is_truncated(tmp_path, clock, caplog) -> None:  # type: ignore
+    d = write_log(tmp_path, clock, close=False)
+    active = os.path.join(d, [n for n in names(d) if n.endswith(".log")][-1])
+    size = os.path.getsize(active)
+    with open(active, "ab") as f:
+        f.write(os.urandom(333))
+    with caplog.at_level(logging.WARNING):
+        loaded = load(d, clock, recovery_point=10**6)
+    assert f"Truncated 333 bytes of invalid data at the end of {active}" in caplog.text
+    assert os.path.getsize(active) == size and loaded.next_offset == 120
+
+
+def test_a_truncated_segment_loses_only_its_torn_batch(tmp_path, clock, caplog) -> None:  # type: ignore
+    d = write_log(tmp_path, clock, close=False)
+    active = [n for n in names(d) if n.endswith(".log")][-1]
+    path = os.path.join(d, active)
+    os.truncate(path, os.path.getsize(path) - 10)  # tear the last batch
+    with caplog.at_level(logging.WARNING):
+        loaded = load(d, clock)
+    assert "Truncated" in caplog.text and active in caplog.text
+    assert loaded.next_offset == 118  # the torn batch (118, 119) is gone, the rest stays
+
+
+def test_corruption_in_an_older_segment_drops_the_segments_after_it(tmp_path, clock, caplog  # type: ignore
+                                                                     ) -> None:
+    d = write_log(tmp_path, clock, close=False)
+    logs = [n for n in names(d) if n.endswith(".log")]
+    second = os.path.join(d, logs[1])
+    with open(second, "r+b") as f:
+        f.seek(500)
+        f.write(b"\xff" * 8)
+    with caplog.at_level(logging.WARNING):
+        loaded = load(d, clock)
+    assert len(loaded.segments) == 2
+    assert all(f"Deleting {os.path.join(d, n)}" in caplog.text for n in logs[2:])
+    assert [n for n in names(d) if n.endswith(".log")] == logs[:2]
+
+
+def test_only_segments_from_the_recovery_point_on_are_scanned(tmp_path, clock) -> None:  # type: ignore
+    d = write_log(tmp_path, clock, close=False)
+    logs = [n for n in names(d) if n.endswith(".log")]
+    first = os.path.join(d, logs[0])
+    with open(first, "r+b") as f:  # damage below the recovery point goes unnoticed...
+        f.seek(500)
+        f.write(b"\xff" * 8)
+    size = os.path.getsize(first)
+    active_base = int(logs[-1][:20])
+    epochs: list = []  # type: ignore[type-arg]
+    loaded = load(d, clock, recovery_point=active_base, epochs=epochs)
+    assert os.path.getsize(first) == size and len(loaded.segments) == len(logs)
+    assert epochs[0].base_offset == active_base  # ...only the active segment was walked
+
+
+def test_deleted_index_is_rebuilt_on_open(tmp_path, clock, caplog) -> None:  # type: ignore
+    d = write_log(tmp_path, clock)
+    index = os.path.join(d, "00000000000000000000.index")
+    expected = Path(index).read_bytes()
+    os.remove(index)
+    with caplog.at_level(logging.WARNING):
+        load(d, clock, clean=True)
+    assert f"index file {index} is missing; rebuilding the indexes" in caplog.text
+    assert Path(index).read_bytes() == expected
+
+
+def test_torn_index_is_rebuilt_on_open(tmp_path, clock, caplog) -> None:  # type: ignore
+    d = write_log(tmp_path, clock)
+    index = os.path.join(d, "00000000000000000000.timeindex")
+    expected = Path(index).read_bytes()
+    os.truncate(index, len(expected) - 5)
+    with caplog.at_level(logging.WARNING):
+        load(d, clock, clean=True)
+    assert "not a multiple of the entry size 12" in caplog.text
+    assert Path(index).read_bytes() == expected
+
+
+def test_index_with_wrong_entries_is_rebuilt_on_first_use(tmp_path, clock, caplog) -> None:  # type: ignore
+    d = write_log(tmp_path, clock)
+    index = os.path.join(d, "00000000000000000000.index")
+    expected = Path(index).read_bytes()
+    with open(index, "r+b") as f:
+        f.write(b"\x00\x00\x00\x09\x7f\x00\x00\x00")  # a position far past the log's end
+    first: Segment = load(d, clock, clean=True).segments[0]
+    with caplog.at_level(logging.WARNING):
+        assert first.translate_offset(5) is not None
+    assert "corrupt offset index" in caplog.text and "rebuilding" in caplog.text
+    first.close()
+    assert Path(index).read_bytes() == expected
+
+
+def test_leftovers_and_orphan_indexes_are_removed(tmp_path, clock, caplog) -> None:  # type: ignore
+    d = write_log(tmp_path, clock, batches=5)
+    for name in ("00000000000000000000.log.deleted", "00000000000000000099.index",
+                 "00000000000000000099.timeindex", "00000000000000000000.log.cleaned",
+                 "leader-epoch-checkpoint.tmp"):
+        open(os.path.join(d, name), "wb").close()
+    with caplog.at_level(logging.INFO):
+        load(d, clock, clean=True)
+    assert names(d) == ["00000000000000000000.index", "00000000000000000000.log",
+                        "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
+    assert "which has no log file" in caplog.text
+
+
+def test_empty_directory_gets_a_segment_at_the_log_start_offset(tmp_path, clock) -> None:  # type: ignore
+    d = tmp_path / "t-0"
+    d.mkdir()
+    loaded = load_segments(str(d), small_config(), clock=clock, fs=DEFAULT_FS,
+                           recovery_point=0, log_start_offset=500, had_clean_shutdown=False,
+                           on_batch=lambda h: None)
+    assert [s.base_offset for s in loaded.segments] == [500]
+    assert loaded.next_offset == 500
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_last_segment_is_made_active(tmp_path, clock, clean: bool) -> None:  # type: ignore
+    d = write_log(tmp_path, clock)
+    loaded = load(d, clock, clean=clean)
+    active = loaded.segments[-1]
+    active.offset_index.load()
+    assert active.offset_index.max_entries > active.offset_index.entries  # preallocated again
