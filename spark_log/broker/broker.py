@@ -20,6 +20,10 @@ from collections.abc import Awaitable, Callable
 
 from spark_log.clock import SYSTEM_CLOCK, Clock
 from spark_log.storage.log_manager import LogManager
+from spark_log.storage.record_checks import (
+    RECORD_TIMESTAMP_SEARCH,
+    reject_null_keys_on_compacted,
+)
 
 from . import meta_properties
 from .broker_config import BrokerConfig
@@ -67,12 +71,15 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = meta_properties.load_or_create(
             self.data_dir, self.node_id, self.config.get("cluster.id"))
-        self.logs = LogManager(str(self.data_dir), clock=self.clock)
+        self.logs = LogManager(str(self.data_dir), clock=self.clock,
+                               record_search=RECORD_TIMESTAMP_SEARCH,
+                               record_validator=reject_null_keys_on_compacted)
         metadata = TopicMetadata(self.data_dir)
         metadata.load(self.logs.partitions())
         self.topics = TopicManager(self.config, metadata, self.logs)
         self.topics.open_all()
         self.replicas = ReplicaManager(self.logs, self.node_id)
+        self.replicas.become_leader()
         self.dispatcher = Dispatcher(self, load_all())
         self._server = await asyncio.start_server(
             self._accept, self.host, self.port, reuse_address=True)

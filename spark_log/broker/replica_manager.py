@@ -46,6 +46,13 @@ class ReplicaManager:
         self.node_id = node_id
         self._waiting: defaultdict[TopicPartition, set[asyncio.Future[None]]] = defaultdict(set)
 
+    def become_leader(self) -> None:
+        """Lead every partition. The ISR is this broker alone, so everything in the log is
+        committed: the high watermark starts at the log end offset (a crash can leave the
+        checkpointed one behind)."""
+        for partition_log in self.logs.logs():
+            partition_log.update_high_watermark(partition_log.log_end_offset)
+
     def log(self, topic: str, partition: int) -> PartitionLog:
         found = self.logs.get(topic, partition)
         if found is None:

@@ -8,6 +8,7 @@ the target, but never one a consumer of that isolation level could not yet read.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from spark_log.protocol import ErrorCode
@@ -27,12 +28,9 @@ async def handle_list_offsets(ctx: Any, request: Any) -> dict[str, Any]:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.topics:
-        seen: set[int] = set()
-        partitions = []
-        for p in topic.partitions:
-            duplicate = p.partition_index in seen
-            seen.add(p.partition_index)
-            partitions.append(_list_offset(ctx.broker, topic.name, p, committed, duplicate))
+        counts = Counter(p.partition_index for p in topic.partitions)
+        partitions = [_list_offset(ctx.broker, topic.name, p, committed,
+                                   counts[p.partition_index] > 1) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
