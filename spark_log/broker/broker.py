@@ -32,6 +32,7 @@ from .dispatcher import Dispatcher
 from .handlers import load_all
 from .launch_options import parse_listener
 from .metrics import BrokerMetrics
+from .producer_id_manager import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .topic_manager import TopicManager
 from .topic_metadata import TopicMetadata, write_atomically
@@ -78,6 +79,7 @@ class Broker:
         metadata.load(self.logs.partitions())
         self.topics = TopicManager(self.config, metadata, self.logs)
         self.topics.open_all()
+        self.producer_ids = ProducerIdManager(self.data_dir)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.replicas.become_leader()
         self.dispatcher = Dispatcher(self, load_all())

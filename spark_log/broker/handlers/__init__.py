@@ -27,6 +27,15 @@ def handles(*api_keys: int) -> Callable[[Handler], Handler]:
 
 def load_all() -> dict[int, Handler]:
     """Import every handler module so that each registers its API keys."""
-    from . import api_versions, configs, fetch, list_offsets, metadata, produce, topics  # noqa: F401
+    from . import (  # noqa: F401
+        api_versions,
+        configs,
+        fetch,
+        list_offsets,
+        metadata,
+        produce,
+        producer_ids,
+        topics,
+    )
 
     return HANDLERS
