@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class AppendOrigin(Enum):
@@ -19,13 +19,13 @@ class AppendOrigin(Enum):
     REPLICATION = "replication"
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """The result of one append.
 
     `max_timestamp` is the largest batch max timestamp (-1 if none) and
     `offset_of_max_timestamp` the last offset of the batch carrying it; `log_append_time` is
     the broker time stamped on LogAppendTime topics, else -1 (ProduceResponse's field).
+    Immutable.
     """
 
     first_offset: int

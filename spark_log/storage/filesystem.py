@@ -54,25 +54,33 @@ class FileSystem:
         self.fsync_dir(os.path.dirname(path) or ".")
 
     def write_fully(self, fd: int, buffers: Sequence[Buffer], offset: int) -> int:
-        """Write all of `buffers` at `offset`, resuming after short writes; returns bytes written.
+        """Write all of `buffers` (byte buffers) at `offset`, resuming after short writes;
+        returns the bytes written.
 
         A regular file only writes short when the disk fills; the retry then fails with the
         real error (ENOSPC), which the caller turns into a storage failure.
         """
-        views = [memoryview(b).cast("B") for b in buffers]
-        total = sum(len(v) for v in views)
+        total = sum(map(len, buffers))
+        pending = list(buffers)
         written = 0
-        while views:
-            n = self.pwritev(fd, views[:_IOV_MAX], offset + written)
+        while written < total:
+            n = self.pwritev(fd, pending[:_IOV_MAX], offset + written)
             if n == 0:
                 raise OSError(f"write of {total - written} bytes made no progress")
             written += n
-            while views and n >= len(views[0]):
-                n -= len(views[0])
-                views.pop(0)
-            if views and n:
-                views[0] = views[0][n:]
+            if written < total:
+                pending = _skip(pending, n)
         return total
+
+
+def _skip(buffers: list[Buffer], n: int) -> list[Buffer]:
+    """`buffers` without their first `n` bytes."""
+    while buffers and n >= len(buffers[0]):
+        n -= len(buffers[0])
+        buffers = buffers[1:]
+    if buffers and n:
+        buffers[0] = memoryview(buffers[0]).cast("B")[n:]
+    return buffers
 
 
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024

@@ -27,6 +27,7 @@ from spark_log.records.batch_header import (
     BatchHeader,
     TimestampType,
     iter_headers,
+    read_header,
     set_base_offset,
     set_partition_leader_epoch,
     verify_crc,
@@ -89,9 +90,11 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
     """
     view = memoryview(records).cast("B")
     tp = topic_partition
-    batches = list(iter_headers(view))
-    if not batches:
+    if not view:
         raise InvalidRecordError(f"append to {tp} has no record batches")
+    first = read_header(view)
+    # one batch (every produce request) needs no walk
+    batches = [(0, first)] if first.size == len(view) else list(iter_headers(view))
     leader = origin is not AppendOrigin.REPLICATION
     if leader and len(batches) > 1:
         raise InvalidRecordError(f"append to {tp} holds {len(batches)} record batches; a "
@@ -120,11 +123,10 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
             f"the maximum configured segment size of {config.segment_size}.")
     if leader:
         return _assign(view, batches, config, next_offset, leader_epoch, now_ms)
-    if batches[0][1].base_offset < next_offset:
-        first = batches[0][1].base_offset
+    if first.base_offset < next_offset:
         raise UnexpectedAppendOffsetError(
-            f"Unexpected offset in append to {tp}. First offset {first} is less than the next "
-            f"offset {next_offset}.", first, last_offset)
+            f"Unexpected offset in append to {tp}. First offset {first.base_offset} is less "
+            f"than the next offset {next_offset}.", first.base_offset, last_offset)
     out = ValidatedAppend(buffers=[view], size=size)
     for _, h in batches:
         _add(out, h)
@@ -169,24 +171,26 @@ def _check_timestamps(h: BatchHeader, config: LogConfig, now: int, tp: str) -> N
 
 def _assign(view: memoryview, batches: list[tuple[int, BatchHeader]], config: LogConfig,
             next_offset: int, leader_epoch: int, now: int) -> ValidatedAppend:
-    log_append = config.timestamp_type is TimestampType.LOG_APPEND_TIME
+    log_append = config.message_timestamp_type == "LogAppendTime"
     out = ValidatedAppend(log_append_time=now if log_append else NO_TIMESTAMP)
     offset = next_offset
     for pos, h in batches:
         header = bytearray(view[pos : pos + HEADER_SIZE])
         set_base_offset(header, 0, offset)
         set_partition_leader_epoch(header, 0, leader_epoch)
-        final = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
         body = view[pos + HEADER_SIZE : pos + h.size]
         if log_append:
-            final = final._replace(attributes=h.attributes | TIMESTAMP_TYPE_BIT, max_timestamp=now)
+            final = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch,
+                               attributes=h.attributes | TIMESTAMP_TYPE_BIT, max_timestamp=now)
             HEADER.pack_into(header, 0, *final)
             final = final._replace(crc=crc32c(body, crc32c(header[CRC_START:])))
             HEADER.pack_into(header, 0, *final)
+        else:
+            final = BatchHeader(offset, h[1], leader_epoch, *h[3:])
         out.buffers += (header, body)
+        out.size += h.size
         _add(out, final)
         offset = final.next_offset
-    out.size = sum(h.size for h in out.headers)
     return out
 
 

@@ -155,16 +155,22 @@ class PartitionLog:
         """Validate `records` (v2 batches), assign offsets and `leader_epoch` (unless
         REPLICATION) and write them with one write to the active segment, rolling first if
         needed. Nothing is written when any batch is invalid; `records` is never modified."""
-        with self.failure.guard(f"appending to {self.name}"):
+        self.failure.check()
+        local = self._local
+        try:  # not `failure.guard`: this is the hot path
             now = self.clock.now_ms() if now_ms is None else now_ms
             valid = validate_append(
-                records, config=self.config, origin=origin,
-                next_offset=self._local.log_end_offset, leader_epoch=leader_epoch, now_ms=now,
+                records, config=local.config, origin=origin,
+                next_offset=local.log_end_offset, leader_epoch=leader_epoch, now_ms=now,
                 topic_partition=self.name, record_validator=self.record_validator)
+            epochs = self.leader_epoch_cache
             for h in valid.headers:
-                if h.partition_leader_epoch >= 0:
-                    self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-            self._local.append(valid, now)
+                if h.partition_leader_epoch >= 0 and \
+                        h.partition_leader_epoch != epochs.latest_epoch():
+                    epochs.assign(h.partition_leader_epoch, h.base_offset)
+            local.append(valid, now)
+        except OSError as e:
+            raise self.failure.fail(f"appending to {self.name}", e) from e
         return AppendInfo(
             first_offset=valid.first_offset, last_offset=valid.last_offset,
             max_timestamp=valid.max_timestamp,

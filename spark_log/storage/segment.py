@@ -133,35 +133,40 @@ class Segment:
         and add index entries every index.interval.bytes."""
         if not headers:
             return
+        offset_index = self.offset_index
         first, last = headers[0].base_offset, headers[-1].last_offset
-        if first < self.base_offset or not self.offset_index.can_append_offset(last):
+        if first < self.base_offset or not offset_index.can_append_offset(last):
             raise ValueError(f"offsets {first}..{last} do not fit segment {self.base_offset}")
         max_ts = self.max_timestamp_so_far()
-        if self.size == 0:
+        if self.log.size == 0:
             self._rolling_ts = max(h.max_timestamp for h in headers)
         position = self.log.append(buffers)
         interval = self._config.index_interval_bytes
-        for h in headers:
+        since = self._bytes_since_index
+        for h in headers:  # per batch, never per record
             if h.max_timestamp > max_ts.timestamp:
                 max_ts = self._max_ts = TimestampOffset(h.max_timestamp, h.last_offset)
-            if self._bytes_since_index > interval:
-                self.offset_index.append(h.last_offset, position)
+            if since > interval:
+                offset_index.append(h.last_offset, position)
                 self.time_index.maybe_append(*max_ts)
-                self._bytes_since_index = 0
-            self._bytes_since_index += h.size
-            position += h.size
+                since = 0
+            size = h.size
+            since += size
+            position += size
+        self._bytes_since_index = since
 
     def should_roll(self, *, messages_size: int, max_timestamp: int, max_offset: int,
                     now_ms: int) -> bool:
         """Kafka's roll rule: size, age (by the first batch's timestamp), full indexes, or an
         offset that no longer fits the 32-bit relative offset."""
-        size = self.size
+        size = self.log.size
         config = self._config
-        aged = self.time_waited_for_roll(now_ms, max_timestamp) > (config.max_segment_ms
-                                                                    - self.roll_jitter_ms)
-        return (size > config.segment_size - messages_size or (size > 0 and aged)
-                or self.offset_index.is_full or self.time_index.is_full
-                or not self.offset_index.can_append_offset(max_offset))
+        offset_index = self.offset_index
+        return (size > config.segment_size - messages_size
+                or (size > 0 and self.time_waited_for_roll(now_ms, max_timestamp)
+                    > config.max_segment_ms - self.roll_jitter_ms)
+                or offset_index.is_full or self.time_index.is_full
+                or not offset_index.can_append_offset(max_offset))
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         if self._rolling_ts is None and self.size > 0:
