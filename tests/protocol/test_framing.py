@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
@@ -62,7 +63,7 @@ def test_byte_by_byte_feeding_reassembles_every_frame():
 def test_any_chunking_yields_the_frames_in_order(bodies, cuts):
     data = stream(*bodies)
     points = sorted({cut % (len(data) + 1) for cut in cuts} | {0, len(data)})
-    chunks = [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    chunks = [data[a:b] for a, b in itertools.pairwise(points)]
     decoder = FrameDecoder(MAX)
     assert feed_all(decoder, chunks) == bodies
     assert decoder.buffered_bytes == 0
