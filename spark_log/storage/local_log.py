@@ -108,8 +108,16 @@ class LocalLog:
 
     # ---- durability ---------------------------------------------------------------------
 
-    def flush_to(self, offset: int) -> None:
-        offset = min(offset, self.log_end_offset)
+    @property
+    def is_end_known(self) -> bool:
+        """False until the end offset is first needed; until then nothing was written."""
+        return self._leo is not None
+
+    def flush_to(self, offset: int | None = None) -> None:
+        """fsync segments up to `offset` (default: the end); the recovery point moves there."""
+        if self._leo is None:  # nothing appended since a clean open: nothing to flush
+            return
+        offset = self._leo if offset is None else min(offset, self._leo)
         if offset > self.recovery_point:
             for segment in self.segments.overlapping(self.recovery_point, offset):
                 segment.flush()
@@ -122,7 +130,7 @@ class LocalLog:
             self.flush_to(self.segments.active.base_offset)
         flush_ms = self.config.flush_ms
         if flush_ms < LONG_MAX and now_mono_ms - self._last_flush_ms >= flush_ms:
-            self.flush_to(self.log_end_offset)
+            self.flush_to()
         self.deleter.delete_due(now_mono_ms)
 
     # ---- removal ------------------------------------------------------------------------
@@ -154,8 +162,9 @@ class LocalLog:
     def close(self) -> None:
         """Trim and fsync what is not yet durable, close everything; the recovery point is
         then the log end offset."""
-        end = self.log_end_offset
-        unflushed = {s.base_offset for s in self.segments.overlapping(self.recovery_point, end)}
+        end = self._leo if self._leo is not None else self.recovery_point
+        unflushed = {s.base_offset for s in self.segments.overlapping(self.recovery_point, end)
+                     } if self._leo is not None else set()
         self.deleter.delete_due(LONG_MAX)
         for segment in self.segments:
             segment.close(sync=segment.base_offset in unflushed)

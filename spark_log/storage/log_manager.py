@@ -194,10 +194,10 @@ class LogManager:
 
     def _write_checkpoints(self) -> None:
         with self.failure.guard(f"writing checkpoints in {self.data_dir}"):
-            logs = self._logs.items()
-            self._recovery_file.write({tp: lg.recovery_point for tp, lg in logs})
-            self._start_file.write({tp: lg.log_start_offset for tp, lg in logs})
-            self._hw_file.write({tp: lg.high_watermark for tp, lg in logs})
+            offsets = {tp: lg.checkpoint_offsets() for tp, lg in self._logs.items()}
+            self._recovery_file.write({tp: o[0] for tp, o in offsets.items()})
+            self._start_file.write({tp: o[1] for tp, o in offsets.items()})
+            self._hw_file.write({tp: o[2] for tp, o in offsets.items()})
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, write the checkpoints, then the

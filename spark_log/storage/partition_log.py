@@ -135,6 +135,12 @@ class PartitionLog:
     def recovery_point(self) -> int:
         return self._local.recovery_point
 
+    def checkpoint_offsets(self) -> tuple[int, int, int]:
+        """(recovery point, log start offset, high watermark) for the checkpoint files,
+        without reading the end offset of a log untouched since a clean open."""
+        hw = self.high_watermark if self._local.is_end_known else self._hw
+        return self._local.recovery_point, self._log_start_offset, hw
+
     @property
     def segments(self) -> list[Segment]:
         return self._local.segments.to_list()
@@ -248,8 +254,8 @@ class PartitionLog:
             return 0
         local = self._local
         doomed = deletable_segments(local.segments.to_list(), predicate,
-                                    high_watermark=self.high_watermark,
-                                    log_end_offset=local.log_end_offset)
+                                    high_watermark=lambda: self.high_watermark,
+                                    log_end_offset=lambda: local.log_end_offset)
         # A log always keeps a segment: roll first if all would go (an empty active one stays).
         if doomed and len(doomed) == len(local.segments) and \
                 local.roll(local.log_end_offset) is doomed[-1]:
@@ -299,7 +305,7 @@ class PartitionLog:
         """fsync every segment up to `offset` (default: the end) and advance the recovery
         point there."""
         with self.failure.guard(f"flushing {self.name}"):
-            self._local.flush_to(self._local.log_end_offset if offset is None else offset)
+            self._local.flush_to(offset)
 
     def flush_due(self, now_mono_ms: int | None = None) -> None:
         """Periodic work: fsync rolled segments, honour flush.ms, remove expired .deleted

@@ -17,14 +17,17 @@ Predicate = Callable[[Segment, Segment | None], bool]
 
 
 def deletable_segments(segments: Sequence[Segment], predicate: Predicate, *,
-                       high_watermark: int, log_end_offset: int) -> list[Segment]:
-    """The oldest segments, in order, for which `predicate(segment, next)` holds."""
+                       high_watermark: Callable[[], int], log_end_offset: Callable[[], int]
+                       ) -> list[Segment]:
+    """The oldest segments, in order, for which `predicate(segment, next)` holds. The offsets
+    are asked for only once a segment qualifies (reading them may open an index)."""
     out: list[Segment] = []
     for i, segment in enumerate(segments):
         nxt = segments[i + 1] if i + 1 < len(segments) else None
-        upper = nxt.base_offset if nxt is not None else log_end_offset
-        last_and_empty = nxt is None and segment.size == 0
-        if last_and_empty or high_watermark < upper or not predicate(segment, nxt):
+        if (nxt is None and segment.size == 0) or not predicate(segment, nxt):
+            break
+        upper = nxt.base_offset if nxt is not None else log_end_offset()
+        if high_watermark() < upper:
             break
         out.append(segment)
     return out

@@ -111,12 +111,8 @@ class Segment:
                 if index.entries and self._header_at(last.position).last_offset != last.offset:
                     raise CorruptIndexError(f"corrupt offset index {index.path}: last entry "
                                             f"{tuple(last)} does not match the log")
-            else:
+            else:  # no cross-check with the log: it would need the offset index too
                 index.sanity_check()
-                last = index.last_entry()
-                if index.entries and self.translate_offset(last.offset) is None:
-                    raise CorruptIndexError(f"corrupt time index {index.path}: offset "
-                                            f"{last.offset} is not in the log")
         except (CorruptIndexError, CorruptRecordError) as e:
             log.warning("%s; rebuilding the indexes of %s", e, self.log.path)
             self.rebuild_indexes()
@@ -367,6 +363,8 @@ class Segment:
         for f in (self.log, self._offset_index, self._time_index):
             if os.path.exists(f.path):
                 f.rename(f.path + DELETED_SUFFIX)
+            else:  # never touch the live name again: a new segment may take it
+                f.path += DELETED_SUFFIX
 
     def delete_files(self) -> None:
         self.log.delete()

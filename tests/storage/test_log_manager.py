@@ -173,3 +173,22 @@ def test_storage_failure_means_no_clean_shutdown(tmp_path, clock) -> None:  # ty
     assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     fs.armed = False
     assert not manager(tmp_path, clock, fs=fs).had_clean_shutdown
+
+
+def test_periodic_work_keeps_untouched_logs_closed(tmp_path, clock) -> None:  # type: ignore
+    m = manager(tmp_path, clock)
+    for p in range(3):
+        fill(m, "orders", p, 30)  # two segments each
+    m.close()
+    fs = CountingFileSystem()
+    again = manager(tmp_path, clock, fs=fs)
+    again.flush_due()
+    again.checkpoint()
+    assert fs.opened[".index"] == fs.opened[".timeindex"] == 0
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == \
+        "0\n3\norders 0 60\norders 1 60\norders 2 60\n"
+    assert again.run_retention() == 0
+    # retention.ms needs each partition's oldest segment's largest timestamp, nothing more
+    assert fs.opened[".timeindex"] == 3 and fs.opened[".index"] == 0
+    again.close()
+    assert fs.opened[".index"] == 0

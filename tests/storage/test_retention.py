@@ -29,8 +29,8 @@ def bases(segments: list) -> list[int]:  # type: ignore[type-arg]
 
 
 def run(predicate, hw: int = 40, leo: int = 40) -> list[int]:  # type: ignore[no-untyped-def]
-    return bases(deletable_segments(SEGS, predicate, high_watermark=hw,  # type: ignore
-                                    log_end_offset=leo))
+    return bases(deletable_segments(SEGS, predicate, high_watermark=lambda: hw,  # type: ignore
+                                    log_end_offset=lambda: leo))
 
 
 def test_below_log_start_needs_the_next_segment_to_start_at_or_below() -> None:
@@ -61,6 +61,6 @@ def test_high_watermark_bounds_deletion() -> None:
 
 def test_an_empty_last_segment_is_never_deletable() -> None:
     segs = [FakeSegment(0, 100), FakeSegment(10, 0)]
-    out = deletable_segments(segs, lambda s, n: True, high_watermark=10,  # type: ignore
-                             log_end_offset=10)
+    out = deletable_segments(segs, lambda s, n: True, high_watermark=lambda: 10,  # type: ignore
+                             log_end_offset=lambda: 10)
     assert bases(out) == [0]
