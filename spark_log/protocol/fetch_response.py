@@ -89,11 +89,13 @@ class _PartsWriter:
     included.
     """
 
-    __slots__ = ("flexible", "parts", "pending", "total", "version")
+    __slots__ = ("flexible", "head", "null", "parts", "pending", "total", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.flexible = version >= _FIRST_FLEXIBLE
+        self.head = _PARTITION_HEAD_V5 if version >= 5 else _PARTITION_HEAD_V4
+        self.null = _NULL_COMPACT if self.flexible else INT32.pack(-1)  # null array or records
         self.parts: list[Part] = []
         self.pending = bytearray()
         self.total = 0
@@ -130,40 +132,36 @@ class _PartsWriter:
         self.tags(topic)
 
     def partition(self, p: Any) -> None:
-        head = (
-            INT32.pack(p.partition_index)
-            + INT16.pack(int(p.error_code))
-            + INT64.pack(p.high_watermark)
-            + INT64.pack(p.last_stable_offset)
+        # One bytes object per partition keeps the per-partition cost to a few calls.
+        head = self.head.pack(
+            p.partition_index,
+            int(p.error_code),
+            p.high_watermark,
+            p.last_stable_offset,
+            *((p.log_start_offset,) if self.version >= 5 else ()),
         )
-        if self.version >= 5:
-            head += INT64.pack(p.log_start_offset)
-        self.raw(head)
-        self.aborted(p.aborted_transactions)
+        aborted = p.aborted_transactions
+        head += self.null if aborted is None else self.aborted(aborted)
         if self.version >= 11:
-            self.raw(INT32.pack(p.preferred_read_replica))
-        self.records(p.records)
-        self.tags(p)
-
-    def aborted(self, aborted: Sequence[Any] | None) -> None:
-        if aborted is None:
-            self.null_count()
-            return
-        self.count(len(aborted))
-        for txn in aborted:
-            self.raw(INT64.pack(txn.producer_id) + INT64.pack(txn.first_offset))
-            self.tags(txn)
-
-    def records(self, records: object) -> None:
+            head += INT32.pack(p.preferred_read_replica)
+        records = p.records
         if records is None:
-            self.raw(_NULL_COMPACT if self.flexible else INT32.pack(-1))
+            self.raw(head + self.null + self.tag_bytes(p))
             return
         size = records_size(records)
-        self.raw(uvarint(size + 1) if self.flexible else INT32.pack(size))
+        self.raw(head + (uvarint(size + 1) if self.flexible else INT32.pack(size)))
         if size:
             self._flush()
             self.parts.append(records)
             self.total += size
+        self.raw(self.tag_bytes(p))
+
+    def aborted(self, aborted: Sequence[Any]) -> bytes:
+        entries = [
+            INT64.pack(txn.producer_id) + INT64.pack(txn.first_offset) + self.tag_bytes(txn)
+            for txn in aborted
+        ]
+        return self.count_bytes(len(entries)) + b"".join(entries)
 
     def string(self, text: str) -> None:
         encoded = text.encode()
@@ -173,26 +171,25 @@ class _PartsWriter:
             self.raw(INT16.pack(len(encoded)) + encoded)
 
     def count(self, count: int) -> None:
-        self.raw(uvarint(count + 1) if self.flexible else INT32.pack(count))
+        self.raw(self.count_bytes(count))
 
-    def null_count(self) -> None:
-        self.raw(_NULL_COMPACT if self.flexible else INT32.pack(-1))
+    def count_bytes(self, count: int) -> bytes:
+        return uvarint(count + 1) if self.flexible else INT32.pack(count)
 
     def tags(self, entity: Any) -> None:
+        self.raw(self.tag_bytes(entity))
+
+    def tag_bytes(self, entity: Any) -> bytes:
         """The tagged-field section of a flexible entity: fields that differ from default."""
         if not self.flexible:
-            return
-        tagged = _tagged_fields(type(entity))
-        if not tagged:
-            self.raw(_NO_TAGS)
-            return
+            return b""
         entries = []
-        for tag, name, default in tagged:
+        for tag, name, default in _tagged_fields(type(entity)):
             value = getattr(entity, name)
-            if value != default:
+            if value is not default and value != default:  # identity: the untouched default
                 encoded = _encode_tag_value(value)
                 entries.append(uvarint(tag) + uvarint(len(encoded)) + encoded)
-        self.raw(uvarint(len(entries)) + b"".join(entries))
+        return uvarint(len(entries)) + b"".join(entries) if entries else _NO_TAGS
 
     def _flush(self) -> None:
         if self.pending:
@@ -201,6 +198,9 @@ class _PartsWriter:
 
 
 _NULL_COMPACT = uvarint(0)
+# partition_index, error_code, high_watermark, last_stable_offset[, log_start_offset (v5+)]
+_PARTITION_HEAD_V4 = struct.Struct(">ihqq")
+_PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
 
 
 @functools.cache

@@ -32,6 +32,7 @@ INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
 
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
 _MAX_VARINT_BYTES = 5  # an unsigned varint carries at most 32 bits (Kafka's limit)
 
 
@@ -89,6 +90,8 @@ def skip_tag_section(buf: memoryview, pos: int, end: int, what: str) -> int:
 
 def uvarint(value: int) -> bytes:
     """Encode a non-negative int as an unsigned varint."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     if value < 0:
         raise ValueError(f"unsigned varint cannot hold {value}")
     out = bytearray()
