@@ -31,25 +31,26 @@ class FrameDecoder:
       prefix cannot make us allocate. After that error every `feed` raises again.
     * Each body byte is copied at most once. A frame that arrives whole inside one read-only
       `feed` is returned as a zero-copy `memoryview` of that input; a frame spread over several
-      feeds is accumulated in its own `bytearray`, which is handed over when complete.
+      feeds is kept as views of those inputs and joined once, when its last byte arrives.
     * Frames are returned in stream order; `buffered_bytes` counts bytes held for the next one.
     """
 
-    __slots__ = ("_body", "_failed", "_max", "_need", "_prefix")
+    __slots__ = ("_body", "_failed", "_have", "_max", "_need", "_prefix")
 
     def __init__(self, max_frame_bytes: int) -> None:
         if max_frame_bytes <= 0:
             raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
         self._max = max_frame_bytes
         self._prefix = bytearray()  # a size prefix split across feeds
-        self._body: bytearray | None = None  # the frame being accumulated
+        self._body: list[memoryview] | None = None  # pieces of the frame being accumulated
+        self._have = 0  # bytes in `_body`
         self._need = 0  # body bytes still missing from `_body`
         self._failed: FrameError | None = None
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received that belong to a frame not yet complete."""
-        return len(self._prefix) + (len(self._body) if self._body is not None else 0)
+        return len(self._prefix) + self._have
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Consume `data`; return the frames it completed, each without its size prefix.
@@ -85,12 +86,12 @@ class FrameDecoder:
             self._prefix.clear()
         if self._body is not None:
             take = min(self._need, len(view) - pos)
-            self._body += view[pos : pos + take]
-            self._need -= take
+            self._add(view[pos : pos + take])
             pos += take
             if self._need == 0:
-                frames.append(memoryview(self._body))
+                frames.append(memoryview(b"".join(self._body)))
                 self._body = None
+                self._have = 0
         return pos
 
     def _split_whole(self, view: memoryview, pos: int, frames: list[memoryview]) -> None:
@@ -103,16 +104,22 @@ class FrameDecoder:
             pos += _PREFIX_LEN
             if end - pos < size:
                 self._start_body(size)
-                self._body += view[pos:end]
-                self._need -= end - pos
+                self._add(view[pos:end])
                 return
             frames.append(view[pos : pos + size])
             pos += size
         self._prefix += view[pos:end]
 
     def _start_body(self, size: int) -> None:
-        self._body = bytearray()
+        self._body = []
         self._need = size
+
+    def _add(self, piece: memoryview) -> None:
+        assert self._body is not None
+        if piece:
+            self._body.append(piece)
+            self._have += len(piece)
+            self._need -= len(piece)
 
     def _check_size(self, size: int) -> int:
         if size <= 0:
