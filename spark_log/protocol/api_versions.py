@@ -83,9 +83,19 @@ class ApiSet:
     def api_versions_response(
         self, version: int, throttle_time_ms: int = 0, error_code: ErrorCode = ErrorCode.none
     ) -> ResponsePayload:
-        """The ApiVersions response entity (of `version`) listing `ranges`; encode it with
-        `encode_response`. No features are advertised, so clients stay on transactions v1."""
-        return _api_versions_response(version, self.ranges, throttle_time_ms, error_code)
+        """The ApiVersions response entity of `version`; encode it with `encode_response`.
+
+        Without error it lists `ranges`. As in Kafka, an error reply lists nothing, except
+        UNSUPPORTED_VERSION, which lists the ApiVersions range. No features are advertised, so
+        clients stay on transactions v1.
+        """
+        if error_code == ErrorCode.none:
+            ranges: tuple[ApiVersionRange, ...] = self.ranges
+        elif error_code == ErrorCode.unsupported_version:
+            ranges = (_api_versions_range(),)
+        else:
+            ranges = ()
+        return _api_versions_response(version, ranges, throttle_time_ms, error_code)
 
 
 def encode_api_versions_unsupported(correlation_id: int) -> bytes:
@@ -94,10 +104,13 @@ def encode_api_versions_unsupported(correlation_id: int) -> bytes:
     A v0 body (read by every client) with UNSUPPORTED_VERSION and, as the only entry, the
     ApiVersions range, so the client retries with a version we have.
     """
-    spec = API_TABLE[API_VERSIONS_KEY]
-    entry = ApiVersionRange(API_VERSIONS_KEY, spec.min_version, spec.max_version)
-    response = _api_versions_response(0, (entry,), 0, ErrorCode.unsupported_version)
+    response = _api_versions_response(0, (_api_versions_range(),), 0, ErrorCode.unsupported_version)
     return encode_response(correlation_id, response)
+
+
+def _api_versions_range() -> ApiVersionRange:
+    spec = API_TABLE[API_VERSIONS_KEY]
+    return ApiVersionRange(API_VERSIONS_KEY, spec.min_version, spec.max_version)
 
 
 def is_valid_client_software(request: RequestPayload) -> bool:

@@ -83,6 +83,14 @@ def test_response_of_each_version_round_trips_with_the_ranges(version):
         assert decoded.throttle_time.total_seconds() == 0.025
 
 
+def test_error_replies_list_nothing_but_unsupported_version_lists_api_versions():
+    apis = ApiSet(SERVED)
+    invalid = apis.api_versions_response(3, error_code=ErrorCode.invalid_request)
+    unsupported = apis.api_versions_response(3, error_code=ErrorCode.unsupported_version)
+    assert (invalid.error_code, invalid.api_keys) == (ErrorCode.invalid_request, ())
+    assert [k.api_key for k in unsupported.api_keys] == [18]
+
+
 def test_unsupported_version_reply_is_a_v0_body_listing_api_versions():
     frame = encode_api_versions_unsupported(41)
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
