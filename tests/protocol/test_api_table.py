@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 
 import aiokafka.protocol
 import pytest
 from aiokafka.protocol.api import Request
-from kafka.protocol.broker_version_data import BrokerVersionData
-from kafka.protocol.consumer import FetchRequest as KpFetch
-from kafka.protocol.producer import ProduceRequest as KpProduce
 from kio.schema.index import schema_name_map
 
 from spark_log.protocol.api_table import API_TABLE, flexible_from, spec_for
 from spark_log.protocol.api_versions import ApiSet
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python
+with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated API
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.broker_version_data import BrokerVersionData
+    from kafka.protocol.consumer import FetchRequest as KpFetch
+    from kafka.protocol.producer import ProduceRequest as KpProduce
 
 PRODUCE, FETCH = 0, 1
 ZSTD_PRODUCE, ZSTD_FETCH = 7, 10

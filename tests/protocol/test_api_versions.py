@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
-from kafka.protocol.metadata import ApiVersionsResponse as KpApiVersionsResponse
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
 
@@ -17,7 +18,9 @@ from spark_log.protocol.api_versions import (
 from spark_log.protocol.codec import decode_response, encode_response
 from spark_log.protocol.errors import ErrorCode
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python
+with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated API
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.metadata import ApiVersionsResponse as KpApiVersionsResponse
 
 SERVED = [18, 3, 0, 1]
 
