@@ -17,9 +17,10 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from spark_log.clock import SYSTEM_CLOCK, Clock
-from spark_log.storage.log_manager import LogManager
+from spark_log.storage.log_manager import LogManager, parse_partition_dir
 from spark_log.storage.record_checks import (
     RECORD_TIMESTAMP_SEARCH,
     reject_null_keys_on_compacted,
@@ -72,13 +73,16 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = meta_properties.load_or_create(
             self.data_dir, self.node_id, self.config.get("cluster.id"))
+        metadata = TopicMetadata(self.data_dir)
+        metadata.load(partition_dirs(self.data_dir))
+        self.topics = TopicManager(self.config, metadata)
+        # Topic configs go in at construction, so segment settings hold from the first open.
         self.logs = LogManager(str(self.data_dir), clock=self.clock,
+                               default_config=self.topics.defaults,
+                               topic_configs=self.topics.all_log_configs(),
                                record_search=RECORD_TIMESTAMP_SEARCH,
                                record_validator=reject_null_keys_on_compacted)
-        metadata = TopicMetadata(self.data_dir)
-        metadata.load(self.logs.partitions())
-        self.topics = TopicManager(self.config, metadata, self.logs)
-        self.topics.open_all()
+        self.topics.attach(self.logs)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.replicas.become_leader()
@@ -175,6 +179,12 @@ class Broker:
 
     def _checkpoint(self) -> None:
         self.logs.checkpoint()
+
+
+def partition_dirs(data_dir: Path) -> list[tuple[str, int]]:
+    """(topic, partition) of every partition directory in the data directory."""
+    found = (parse_partition_dir(p.name) for p in data_dir.iterdir() if p.is_dir())
+    return [tp for tp in found if tp is not None]
 
 
 def _primary_ipv4() -> str:

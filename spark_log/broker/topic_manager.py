@@ -31,19 +31,23 @@ class TopicManager:
     """Owns topic lifecycle. Invariant: every partition of every known topic has an open log
     whose config is `log_config(topic)`. Not thread-safe (event loop only)."""
 
-    def __init__(self, config: BrokerConfig, metadata: TopicMetadata, logs: LogManager) -> None:
+    def __init__(self, config: BrokerConfig, metadata: TopicMetadata) -> None:
         self.config = config
         self.metadata = metadata
-        self.logs = logs
+        self.logs: LogManager
         # from_properties({}, base=...) leaves `overridden` empty: only topic overrides count.
         self.defaults = LogConfig.from_properties(
             {}, base=LogConfig.from_properties(config.topic_defaults()))
 
-    def open_all(self) -> None:
-        """Give every partition of every topic its log with its effective config."""
+    def all_log_configs(self) -> dict[str, LogConfig]:
+        return {info.name: self.log_config(info.name) for info in self.metadata.all()}
+
+    def attach(self, logs: LogManager) -> None:
+        """Use `logs` and give every partition of every topic its log (a partition whose
+        directory is missing — e.g. lost with a disk — starts empty)."""
+        self.logs = logs
         for info in self.metadata.all():
             config = self.log_config(info.name)
-            self.logs.update_config(info.name, config)
             for partition in range(info.partitions):
                 self.logs.get_or_create(info.name, partition, config)
 
