@@ -30,6 +30,7 @@ from . import meta_properties
 from .broker_config import BrokerConfig
 from .connection import Connection
 from .dispatcher import Dispatcher
+from .group_coordinator import GroupCoordinator
 from .handlers import load_all
 from .launch_options import parse_listener
 from .metrics import BrokerMetrics
@@ -67,6 +68,7 @@ class Broker:
         self.topics: TopicManager
         self.replicas: ReplicaManager
         self.dispatcher: Dispatcher
+        self.groups: GroupCoordinator
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -86,6 +88,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.replicas.become_leader()
+        self.groups = GroupCoordinator(self)
         self.dispatcher = Dispatcher(self, load_all())
         self._server = await asyncio.start_server(
             self._accept, self.host, self.port, reuse_address=True)
@@ -104,6 +107,7 @@ class Broker:
         if self._server is not None:
             self._server.close()
         self.replicas.wake_all()
+        await self.groups.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -155,6 +159,9 @@ class Broker:
         self._every(self.config.get("log.retention.check.interval.ms"), self._retention)
         self._every(FLUSH_CHECK_INTERVAL_MS, self._flush)
         self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"), self._checkpoint)
+        self.groups.start()
+        self._every(self.config.get("offsets.retention.check.interval.ms"),
+                    self.groups.expire_offsets)
 
     def _every(self, interval_ms: int, work: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:
