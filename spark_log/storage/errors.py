@@ -13,14 +13,18 @@ __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
     "InvalidConfigurationError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
+    "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "StorageError",
+    "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
     "kafka_error_name",
 ]
@@ -109,6 +113,34 @@ class InvalidConfigurationError(StorageError, ValueError):
 class CorruptIndexError(StorageError):
     """An index file that fails its sanity check. Internal: storage rebuilds the index from the
     log and never lets this escape to the broker."""
+
+
+class OutOfOrderSequenceError(StorageError):
+    """A batch whose first sequence does not follow the producer's last one (a gap), or a new
+    epoch not starting at sequence 0. Maps to OUT_OF_ORDER_SEQUENCE_NUMBER (45)."""
+
+    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch or marker from an epoch older than the producer's current one (a zombie).
+    Maps to INVALID_PRODUCER_EPOCH (47), as Kafka answers produce requests since 2.7."""
+
+    error_name = "INVALID_PRODUCER_EPOCH"
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer with an open transaction. Maps to
+    INVALID_TXN_STATE (48)."""
+
+    error_name = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from a coordinator epoch older than the one the partition has
+    seen. Maps to TRANSACTION_COORDINATOR_FENCED (52)."""
+
+    error_name = "TRANSACTION_COORDINATOR_FENCED"
 
 
 def kafka_error_name(exc: BaseException) -> str:

@@ -29,7 +29,7 @@ from .segment import DELETED_SUFFIX, LOG_SUFFIX, Segment
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex)")
+_SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.txnindex)")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
 
 
@@ -38,6 +38,7 @@ class LoadedLog:
     segments: list[Segment]
     next_offset: int | None  # known when recovery walked the last segment
     recovered: bool
+    recovered_from: int | None = None  # base offset of the first segment recovery walked
 
 
 def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSystem,
@@ -76,7 +77,9 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
     if first_unflushed < len(segments):
         segments, next_offset = _recover(directory, segments, first_unflushed, fs, on_batch)
     segments[-1].set_active(True)
-    return LoadedLog(segments, next_offset, first_unflushed < len(segments))
+    recovered = first_unflushed < len(segments)
+    return LoadedLog(segments, next_offset, recovered,
+                     segments[first_unflushed].base_offset if recovered else None)
 
 
 def _first_to_recover(segments: list[Segment], recovery_point: int, clean: bool) -> int:

@@ -1,7 +1,9 @@
-"""A log segment: one .log file of batches plus its offset and time indexes (Kafka's LogSegment).
+"""A log segment: one .log file of batches plus its offset and time indexes (Kafka's LogSegment)
+and its transaction index of aborted transactions.
 
 Files are named after the base offset as 20 digits: `00000000000000001234.log`, `.index`,
-`.timeindex`. Storage treats batches as opaque bytes apart from their 61-byte header.
+`.timeindex`, `.txnindex` (created with its first entry). Storage treats batches as opaque
+bytes apart from their 61-byte header.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .log_config import LogConfig
 from .offset_index import OffsetIndex
 from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .timestamp_search import RecordSearch, TimestampAndOffset
+from .transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ class Segment:
                                          writable=active, fs=fs)
         self._time_index = TimeIndex(path + TIME_INDEX_SUFFIX, base_offset, index_size,
                                      writable=active, fs=fs)
+        self.txn_index = TransactionIndex(path + TXN_INDEX_SUFFIX, fs)
         self.created_ms = clock.now_ms()
         self.roll_jitter_ms = _jitter(config)
         self._rolling_ts: int | None = None  # first batch's max timestamp, loaded lazily
@@ -250,6 +254,7 @@ class Segment:
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
         """Check every batch (size, magic, CRC, offsets), cut a torn or garbage tail, rebuild
         the indexes; returns the number of bytes truncated."""
+        self.txn_index.reset()  # rebuilt with the producer state
         valid = self._rebuild(verify=True, on_batch=on_batch)
         self.log.size = valid
         return self.log.truncate_to(valid) if os.path.getsize(self.log.path) != valid else 0
@@ -306,6 +311,7 @@ class Segment:
         found = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.set_active(True)
         removed = self.log.truncate_to(found[0]) if found is not None else 0
         if self.size == 0:
@@ -336,6 +342,7 @@ class Segment:
         self.log.flush()
         self._offset_index.flush()
         self._time_index.flush()
+        self.txn_index.flush()
 
     def close(self, *, sync: bool = False) -> None:
         """Record the largest timestamp, trim every file, fsync them if `sync`, close."""
@@ -343,6 +350,7 @@ class Segment:
             self.time_index.maybe_append(*self._max_ts, skip_full_check=True)
         self._offset_index.close(sync=sync)
         self._time_index.close(sync=sync)
+        self.txn_index.close(sync=sync)
         self.log.trim()
         if sync:
             self.log.flush()
@@ -352,15 +360,18 @@ class Segment:
         """Let go of the files without writing anything (after a storage failure)."""
         self._offset_index.release()
         self._time_index.release()
+        self.txn_index.release()
         self.log.close()
 
     def files(self) -> list[str]:
-        return [self.log.path, self._offset_index.path, self._time_index.path]
+        txn = [self.txn_index.path] if os.path.exists(self.txn_index.path) else []
+        return [self.log.path, self._offset_index.path, self._time_index.path, *txn]
 
     def rename_to_deleted(self) -> None:
         self._offset_index.release()
         self._time_index.release()
-        for f in (self.log, self._offset_index, self._time_index):
+        self.txn_index.release()
+        for f in (self.log, self._offset_index, self._time_index, self.txn_index):
             if os.path.exists(f.path):
                 f.rename(f.path + DELETED_SUFFIX)
             else:  # never touch the live name again: a new segment may take it
@@ -370,6 +381,7 @@ class Segment:
         self.log.delete()
         self._offset_index.delete_file()
         self._time_index.delete_file()
+        self.txn_index.delete_file()
 
     def __repr__(self) -> str:
         return f"Segment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"

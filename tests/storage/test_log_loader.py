@@ -148,7 +148,8 @@ def test_leftovers_and_orphan_indexes_are_removed(tmp_path, clock, caplog) -> No
     with caplog.at_level(logging.INFO):
         load(d, clock, clean=True)
     assert names(d) == ["00000000000000000000.index", "00000000000000000000.log",
-                        "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
+                        "00000000000000000000.timeindex", "00000000000000000010.snapshot",
+                        "leader-epoch-checkpoint"]
     assert "which has no log file" in caplog.text
 
 
