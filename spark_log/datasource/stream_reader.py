@@ -158,7 +158,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for r in split_ranges(ranges, o.min_partitions, o.max_records_per_partition)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            return  # Spark reads one empty partition when there are none
         yield from read_range(partition, make_builder(self.opts, self.schema))
 
     # ---- progress ------------------------------------------------------------------------
