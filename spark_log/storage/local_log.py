@@ -16,7 +16,15 @@ from .filesystem import FileSystem
 from .log_config import LONG_MAX, LogConfig
 from .log_segments import LogSegments
 from .log_validator import ValidatedAppend
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment, segment_file_name
+from .segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    segment_file_name,
+)
 from .segment_deleter import SegmentDeleter
 
 log = logging.getLogger(__name__)
@@ -141,6 +149,22 @@ class LocalLog:
             log.info("%s: deleting segment %d (%s)", self.name, segment.base_offset, reason)
             self.segments.remove(segment)
         self.deleter.delete(segments, self.config.file_delete_delay_ms)
+
+    def replace_segments(self, new: Segment, old: list[Segment]) -> None:
+        """Swap `new` (written, fsynced, files named `*.cleaned`) in for `old`, Kafka's
+        crash-safe way: rename the new files to `*.swap`, take the old segments out (renamed to
+        .deleted), then rename the new files to their final names, fsyncing the directory after
+        each step. A crash at any point leaves files the loader rolls back (while a `.cleaned`
+        file remains) or completes (once only `.swap` files remain)."""
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        self.fs.fsync_dir(self.dir)
+        for segment in old:
+            self.segments.remove(segment)
+        new.update_config(self.config)
+        self.segments.add(new)
+        self.deleter.delete(old, self.config.file_delete_delay_ms)
+        new.change_file_suffixes(SWAP_SUFFIX, "")
+        self.fs.fsync_dir(self.dir)
 
     def truncate_to(self, offset: int) -> int:
         """Drop batches ending at or after `offset` (`offset` >= the first base offset);

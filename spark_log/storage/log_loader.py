@@ -3,8 +3,10 @@
 
 Opening is cheap by design: files are listed and stat-ed, indexes stay closed. Work is done
 only where needed:
-* leftovers of interrupted operations (`*.deleted`, `*.cleaned`, `*.tmp`) and index files
-  without a .log are removed;
+* a segment swap of log compaction that a crash interrupted is rolled back or completed
+  (`swap_recovery`);
+* leftovers of interrupted operations (`*.deleted`, `*.tmp`) and index files without a .log
+  are removed;
 * an index that is missing or whose size is not a whole number of entries is rebuilt;
 * after an unclean shutdown, every segment from the one holding the recovery point on is
   recovered: each batch's size, magic, CRC and offsets are checked, a torn or garbage tail is
@@ -26,11 +28,12 @@ from ..clock import Clock
 from .filesystem import FileSystem
 from .log_config import LogConfig
 from .segment import DELETED_SUFFIX, LOG_SUFFIX, Segment
+from .swap_recovery import recover_interrupted_swaps
 
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.txnindex)")
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp")
 
 
 @dataclass
@@ -46,6 +49,8 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
                   on_batch: Callable[[BatchHeader], None]) -> LoadedLog:
     """The segments of `directory`, recovered as the module docstring says."""
     names = os.listdir(directory)
+    if recover_interrupted_swaps(directory, names, fs):
+        names = os.listdir(directory)
     removed = _remove_leftovers(directory, names, fs)
     bases: set[int] = set()
     index_files: list[tuple[int, str]] = []

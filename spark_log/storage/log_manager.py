@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ..clock import SYSTEM_CLOCK, Clock
 from .checkpoint import (
@@ -78,6 +78,8 @@ class LogManager:
         self._record_search, self._record_validator = record_search, record_validator
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        # Called with a log about to be deleted (the log cleaner stops its round on it).
+        self.before_delete: list[Callable[[PartitionLog], None]] = []
         self._recovery_file = self._checkpoint(RECOVERY_POINT_CHECKPOINT)
         self._start_file = self._checkpoint(LOG_START_OFFSET_CHECKPOINT)
         self._hw_file = self._checkpoint(REPLICATION_OFFSET_CHECKPOINT)
@@ -163,6 +165,8 @@ class LogManager:
         doomed = self._logs.pop((topic, partition), None)
         if doomed is None:
             return False
+        for hook in list(self.before_delete):
+            hook(doomed)
         doomed.delete()
         return True
 

@@ -391,6 +391,19 @@ class PartitionLog:
             self.leader_epoch_cache.truncate_from_start(offset)
             log.info("%s: log start offset is now %d", self.name, offset)
 
+    def replace_segments(self, new: Segment, old: list[Segment]) -> bool:
+        """Log compaction: swap the cleaned segment `new` (files `*.cleaned`, same base
+        offset as `old[0]`) in for the consecutive segments `old`, crash-safely (see
+        `LocalLog.replace_segments`). Returns False, changing nothing, when any of `old` is no
+        longer in the log (retention, truncation or deletion came first) or is the active one."""
+        with self.failure.guard(f"swapping a cleaned segment into {self.name}"):
+            segments = self._local.segments
+            if not old or new.base_offset != old[0].base_offset or segments.active in old or \
+                    any(segments.floor(s.base_offset) is not s for s in old):
+                return False
+            self._local.replace_segments(new, old)
+            return True
+
     def truncate_to(self, offset: int) -> bool:
         """Replication: drop every batch ending at or after `offset`; True if anything went."""
         with self.failure.guard(f"truncating {self.name}"):

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX, SWAP_SUFFIX = ".cleaned", ".swap"  # a cleaned segment before and during its swap
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -50,7 +51,8 @@ class Segment:
     """
 
     def __init__(self, directory: str, base_offset: int, config: LogConfig, *, clock: Clock,
-                 fs: FileSystem = DEFAULT_FS, active: bool = False, create: bool = False) -> None:
+                 fs: FileSystem = DEFAULT_FS, active: bool = False, create: bool = False,
+                 suffix: str = "") -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.clock = clock
@@ -58,14 +60,14 @@ class Segment:
         self._config = config
         self._active = active
         path = os.path.join(directory, segment_file_name(base_offset, ""))
-        self.log = FileRecords(path + LOG_SUFFIX, fs=fs,
+        self.log = FileRecords(path + LOG_SUFFIX + suffix, fs=fs,
                                init_file_size=config.init_file_size if create else 0)
         index_size = config.segment_index_bytes
-        self._offset_index = OffsetIndex(path + INDEX_SUFFIX, base_offset, index_size,
+        self._offset_index = OffsetIndex(path + INDEX_SUFFIX + suffix, base_offset, index_size,
                                          writable=active, fs=fs)
-        self._time_index = TimeIndex(path + TIME_INDEX_SUFFIX, base_offset, index_size,
+        self._time_index = TimeIndex(path + TIME_INDEX_SUFFIX + suffix, base_offset, index_size,
                                      writable=active, fs=fs)
-        self.txn_index = TransactionIndex(path + TXN_INDEX_SUFFIX, fs)
+        self.txn_index = TransactionIndex(path + TXN_INDEX_SUFFIX + suffix, fs)
         self.created_ms = clock.now_ms()
         self.roll_jitter_ms = _jitter(config)
         self._rolling_ts: int | None = None  # first batch's max timestamp, loaded lazily
@@ -169,11 +171,17 @@ class Segment:
                 or not offset_index.can_append_offset(max_offset))
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        if self._rolling_ts is None and self.size > 0:
-            self._rolling_ts = self._header_at(0).max_timestamp
+        self.first_batch_timestamp()
         if self._rolling_ts is not None and self._rolling_ts >= 0:
             return message_timestamp - self._rolling_ts
         return now_ms - self.created_ms
+
+    def first_batch_timestamp(self) -> int | None:
+        """The first batch's max timestamp (what rolling and max.compaction.lag.ms go by);
+        None for an empty segment."""
+        if self._rolling_ts is None and self.size > 0:
+            self._rolling_ts = self._header_at(0).max_timestamp
+        return self._rolling_ts
 
     # ---- read ---------------------------------------------------------------------------
 
@@ -362,6 +370,22 @@ class Segment:
         self._time_index.release()
         self.txn_index.release()
         self.log.close()
+
+    def index_file_sizes(self) -> tuple[int, int]:
+        """Bytes of the offset and time index files, without opening them."""
+        return self._offset_index.file_size, self._time_index.file_size
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename every file from `<name><old>` to `<name><new>` (the .log first), keeping them
+        open; the caller makes the renames durable with a directory fsync."""
+        for f in (self.log, self._offset_index, self._time_index, self.txn_index):
+            if not f.path.endswith(old):
+                raise ValueError(f"{f.path} does not end with {old!r}")
+            f.rename(f.path[: len(f.path) - len(old)] + new)
+
+    def set_last_modified(self, ms: int) -> None:
+        """Set the .log file's mtime (what retention.ms falls back on without timestamps)."""
+        os.utime(self.log.path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def files(self) -> list[str]:
         txn = [self.txn_index.path] if os.path.exists(self.txn_index.path) else []
