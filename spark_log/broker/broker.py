@@ -38,6 +38,7 @@ from .producer_id_manager import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .topic_manager import TopicManager
 from .topic_metadata import TopicMetadata, write_atomically
+from .transaction_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class Broker:
         self.replicas: ReplicaManager
         self.dispatcher: Dispatcher
         self.groups: GroupCoordinator
+        self.transactions: TransactionCoordinator
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -89,6 +91,7 @@ class Broker:
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.replicas.become_leader()
         self.groups = GroupCoordinator(self)
+        self.transactions = TransactionCoordinator(self)
         self.dispatcher = Dispatcher(self, load_all())
         self._server = await asyncio.start_server(
             self._accept, self.host, self.port, reuse_address=True)
@@ -108,6 +111,7 @@ class Broker:
             self._server.close()
         self.replicas.wake_all()
         await self.groups.stop()
+        await self.transactions.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -162,6 +166,13 @@ class Broker:
         self.groups.start()
         self._every(self.config.get("offsets.retention.check.interval.ms"),
                     self.groups.expire_offsets)
+        self.transactions.start()
+        self._every(self.config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+                    self.transactions.abort_timed_out_transactions)
+        self._every(self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
+                    self.transactions.expire_transactional_ids)
+        self._every(self.config.get("producer.id.expiration.check.interval.ms"),
+                    self._expire_producers)
 
     def _every(self, interval_ms: int, work: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:
@@ -186,6 +197,11 @@ class Broker:
 
     def _checkpoint(self) -> None:
         self.logs.checkpoint()
+
+    def _expire_producers(self) -> None:
+        max_idle = self.config.get("producer.id.expiration.ms")
+        for partition_log in self.logs.logs():
+            partition_log.remove_expired_producers(max_idle)
 
 
 def partition_dirs(data_dir: Path) -> list[tuple[str, int]]:

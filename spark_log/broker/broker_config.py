@@ -121,6 +121,10 @@ DEFINITIONS: dict[str, ConfigDef] = {
            "How long an idle transactional id is remembered."),
         _d("producer.id.expiration.ms", "int", 86400000,
            "How long an idle producer id's state is kept."),
+        _d("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+           "How often expired transactional ids are removed."),
+        _d("producer.id.expiration.check.interval.ms", "int", 600000,
+           "How often idle producer ids are expired from partitions."),
     ]
 }
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from spark_log.protocol import ErrorCode
 from spark_log.storage.append_info import AppendInfo, AppendOrigin
+from spark_log.storage.file_records import FetchSlice, slice_next_offset
 from spark_log.storage.log_manager import LogManager
 from spark_log.storage.partition_log import PartitionLog
 
@@ -68,15 +69,18 @@ class ReplicaManager:
         return info
 
     def last_stable_offset(self, target: PartitionLog) -> int:
-        """The offset below which no transaction is open; the high watermark until
-        transactions exist."""
-        return target.high_watermark
+        """The offset below which no transaction is open (at most the high watermark)."""
+        return target.last_stable_offset
 
-    def aborted_transactions(self, target: PartitionLog, fetch_offset: int, records: object
+    def aborted_transactions(self, target: PartitionLog, fetch_offset: int, records: FetchSlice
                              ) -> list[dict[str, int]]:
-        """Aborted transactions overlapping a read_committed fetch; none until transactions
-        exist."""
-        return []
+        """(producer id, first offset) of the aborted transactions overlapping the batches a
+        read_committed fetch returns, for the consumer to drop their records."""
+        end = slice_next_offset(records)
+        if end is None:
+            return []
+        return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+                for t in target.aborted_transactions(fetch_offset, end)]
 
     async def wait_for_append(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
         """Return when any of `partitions` is appended to, or after `timeout_s`."""

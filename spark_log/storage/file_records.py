@@ -83,6 +83,21 @@ class FetchSlice:
 EMPTY_SLICE = FetchSlice(None, 0, 0)
 
 
+def slice_next_offset(records: FetchSlice) -> int | None:
+    """The offset after the last batch of a slice (None if empty), walking its headers through
+    a map of just that range: what bounds the aborted transactions a fetch must list."""
+    if records.handle is None or records.size == 0:
+        return None
+    start = records.position - records.position % mmap.ALLOCATIONGRANULARITY
+    mm = mmap.mmap(records.handle.fd, records.position + records.size - start,
+                   prot=mmap.PROT_READ, offset=start)
+    last = None
+    for _, header in iter_headers(mm, records.position - start):
+        last = header
+    del mm  # unmapped once the header walk has let go of it
+    return last.next_offset if last is not None else None
+
+
 class FileRecords:
     """A log file of concatenated batches; `size` bytes of it are valid.
 

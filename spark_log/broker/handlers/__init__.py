@@ -38,6 +38,8 @@ def load_all() -> dict[int, Handler]:
         produce,
         producer_ids,
         topics,
+        transaction_admin,
+        transactions,
     )
 
     return HANDLERS
