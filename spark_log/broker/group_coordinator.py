@@ -17,7 +17,6 @@ partition is not loaded yet get COORDINATOR_LOAD_IN_PROGRESS.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -81,8 +80,8 @@ class GroupCoordinator(OffsetOperations):
         self.config = broker.config
         self.clock = broker.clock
         self.state = CoordinatorState(broker)
-        self._wakeup = asyncio.Event()
-        self.timer = CoordinatorTimer(broker.clock, on_change=self._wakeup.set)
+        self._wakeup: asyncio.Future[None] | None = None
+        self.timer = CoordinatorTimer(broker.clock, on_change=self._wake)
         self.settings = GroupSettings.from_config(broker.config)
         self.membership = GroupMembership(self.state.groups, self.state, self.timer, self.clock,
                                           self.settings)
@@ -130,14 +129,25 @@ class GroupCoordinator(OffsetOperations):
                      OFFSETS_TOPIC, partition, (time.monotonic() - started) * 1000)
 
     async def _drive_timers(self) -> None:
+        """Run due timeouts; sleep until the next deadline (at most MAX_TIMER_SLEEP_S, so a
+        clock moved by hand is noticed) or until a new timeout is scheduled."""
+        loop = asyncio.get_running_loop()
         while True:
             self.timer.run_due()
             deadline = self.timer.next_deadline()
             wait = MAX_TIMER_SLEEP_S if deadline is None else \
                 min(MAX_TIMER_SLEEP_S, max(0, deadline - self.clock.monotonic_ms()) / 1000)
-            self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), wait)
+            self._wakeup = wakeup = loop.create_future()
+            handle = loop.call_later(wait, self._wake)
+            try:
+                await wakeup
+            finally:
+                handle.cancel()
+                self._wakeup = None
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
 
     def loaded(self) -> bool:
         return not self.state.loading
