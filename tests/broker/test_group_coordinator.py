@@ -19,7 +19,7 @@ from spark_log.broker.group_metadata_records import (
 from spark_log.clock import ManualClock
 from spark_log.protocol import ErrorCode
 
-from .group_harness import GroupHarness, running_broker
+from .test_group_helpers import GroupHarness, running_broker
 
 Scenario = Callable[[GroupHarness], Awaitable[None]]
 

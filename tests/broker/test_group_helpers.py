@@ -1,5 +1,5 @@
-"""An in-process broker on a ManualClock for tests of the group coordinator's state machine:
-the real coordinator, storage and __consumer_offsets, with time moved by hand."""
+"""Shared helpers of the group coordinator tests (no tests here): an in-process broker on a
+ManualClock — the real coordinator, storage and __consumer_offsets, with time moved by hand."""
 
 from __future__ import annotations
 
