@@ -209,7 +209,12 @@ class Cluster:
             group, [KTP(t, p, off) for (t, p), off in sorted(offsets.items())])]
         futures = self.admin.alter_consumer_group_offsets(
             request, request_timeout=self.timeout_s)
-        next(iter(futures.values())).result()
+        result = next(iter(futures.values())).result()
+        failed = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in result.topic_partitions
+                  if tp.error is not None]
+        if failed:
+            raise RuntimeError(f"committing offsets of group {group!r} failed for "
+                               f"{', '.join(failed)}")
 
 
 def _names(tps: list[TopicPartition]) -> str:

@@ -1,7 +1,8 @@
 """Committing a streaming query's progress to its Kafka consumer group, for lag monitoring.
 
-After Spark finishes a micro-batch it calls `commit(end)`; `GroupCommitter` stores `end` as the
-group's committed offsets (OffsetCommit through AdminClient.alterConsumerGroupOffsets: the group
+After Spark finishes a micro-batch it calls `commit(end)` (and it asks `latestOffset(start)` only
+once the batch ending at `start` is done); `GroupCommitter` stores those offsets as the group's
+committed offsets (OffsetCommit through AdminClient.alterConsumerGroupOffsets: the group
 needs no members), so `kafka-consumer-groups --describe`, Burrow or any lag exporter shows the
 query's lag. Commits run on one background thread and coalesce (only the newest end matters),
 so a slow or unavailable group coordinator never delays a micro-batch; `close()` waits a
@@ -40,6 +41,8 @@ class GroupCommitter:
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         with self._cond:
+            if dict(offsets) == self.committed and self._pending is None:
+                return
             self._pending = dict(offsets)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="pylog-group-commit",

@@ -91,6 +91,10 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
+        # Spark asks for the next batch only after the previous one (ending at `start`)
+        # completed; this also covers the last batch of an AvailableNow run, which Spark never
+        # passes to commit().
+        self._report(begin)
         latest = self._current_ends()
         begin = self._drop_lost(begin, latest)
         new = [tp for tp in latest if tp not in begin]
@@ -164,12 +168,15 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ---- progress ------------------------------------------------------------------------
     def commit(self, end: dict) -> None:
-        if not self.opts.commit_offsets:
+        self._report(offsets_from_json(end))
+
+    def _report(self, offsets: Offsets) -> None:
+        if not self.opts.commit_offsets or not offsets:
             return
         if self._committer is None:
             self._committer = GroupCommitter(self.bootstrap, self.opts.client.kafka_conf,
                                              self.group, self.opts.client.timeout_ms)
-        self._committer.commit(offsets_from_json(end))
+        self._committer.commit(offsets)
 
     def stop(self) -> None:
         if self._committer is not None:

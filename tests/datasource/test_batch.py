@@ -304,7 +304,7 @@ def test_errors_name_the_option_before_any_job(spark, shared_broker: BrokerProce
 
     with pytest.raises(Exception, match="Only one of the following options can be specified"):
         base().option("subscribe", "a").option("assign", '{"a":[0]}').load().count()
-    with pytest.raises(Exception, match="Unknown option 'subscrib'.*Did you mean 'subscribe'"):
+    with pytest.raises(Exception, match=r"Unknown option 'subscrib'.*Did you mean 'subscribe'"):
         base().option("subscrib", "a").load().count()
     with pytest.raises(Exception, match="'startingOffsets' is not valid JSON"):
         base().option("subscribe", "a").option("startingOffsets", '{"a":').load().count()

@@ -51,7 +51,7 @@ def test_exactly_one_strategy_is_required(given: dict[str, str]) -> None:
 
 
 def test_unknown_option_is_named_with_a_suggestion() -> None:
-    with pytest.raises(PylogOptionError, match="Unknown option 'startingoffset'.*startingOffsets"):
+    with pytest.raises(PylogOptionError, match=r"Unknown option 'startingoffset'.*startingOffsets"):
         parse_source_options(opts(subscribe="a", startingOffset="earliest"), streaming=False)
 
 
@@ -65,7 +65,7 @@ def test_kafka_options_pass_through_without_prefix_and_bootstrap_alias() -> None
 
 
 def test_conflicting_bootstrap_options_fail() -> None:
-    with pytest.raises(PylogOptionError, match="bootstrap.servers"):
+    with pytest.raises(PylogOptionError, match=r"bootstrap.servers"):
         parse_source_options(opts(subscribe="a", bootstrap__servers="h:2",
                                   kafka__bootstrap__servers="h:1"), streaming=False)
 
@@ -153,7 +153,7 @@ def test_group_id_options() -> None:
     assert o.group_id == "g1"
     k = parse_source_options(opts(subscribe="t", kafka__group__id="g2"), streaming=True)
     assert k.group_id == "g2"
-    with pytest.raises(PylogOptionError, match="'groupId' and 'kafka.group.id' differ"):
+    with pytest.raises(PylogOptionError, match=r"'groupId' and 'kafka.group.id' differ"):
         parse_source_options(opts(subscribe="t", groupId="a", kafka__group__id="b"),
                              streaming=True)
 
@@ -175,7 +175,7 @@ def test_sink_options() -> None:
     assert s.client.kafka_conf == {"linger.ms": "10"}
     with pytest.raises(PylogOptionError, match="Unknown option 'subscribe' for the pylog sink"):
         parse_sink_options(opts(subscribe="t"))
-    with pytest.raises(PylogOptionError, match="'kafka.value.serializer' is not supported"):
+    with pytest.raises(PylogOptionError, match=r"'kafka.value.serializer' is not supported"):
         parse_sink_options({"kafka.value.serializer": "x"})
 
 
