@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from spark_log.clock import SYSTEM_CLOCK, Clock
+from spark_log.storage.cleaner_config import CleanerConfig
+from spark_log.storage.log_cleaner import LogCleaner
 from spark_log.storage.log_manager import LogManager, parse_partition_dir
 from spark_log.storage.record_checks import (
     RECORD_TIMESTAMP_SEARCH,
@@ -89,6 +91,9 @@ class Broker:
         self.topics.attach(self.logs)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.replicas = ReplicaManager(self.logs, self.node_id)
+        self.cleaner = LogCleaner(self.logs, CleanerConfig.from_broker(self.config.get),
+                                  clock=self.clock,
+                                  last_stable_offset=self.replicas.last_stable_offset)
         self.replicas.become_leader()
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
@@ -120,6 +125,7 @@ class Broker:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.cleaner.stop()
         self.logs.close()
         log.info("Broker %d shut down cleanly", self.node_id)
 
@@ -160,6 +166,7 @@ class Broker:
 
     # ---- periodic work --------------------------------------------------------------------
     def _start_background_work(self) -> None:
+        self.cleaner.start()  # compaction, if log.cleaner.enable
         self._every(self.config.get("log.retention.check.interval.ms"), self._retention)
         self._every(FLUSH_CHECK_INTERVAL_MS, self._flush)
         self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"), self._checkpoint)

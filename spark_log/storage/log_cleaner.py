@@ -147,6 +147,11 @@ class LogCleaner:
         self._wake: asyncio.Event | None = None
         self._stopping = False
 
+    @property
+    def current_round(self) -> CleaningRound | None:
+        """The round in progress, if any."""
+        return self._round
+
     # ---- service ------------------------------------------------------------------------
 
     def start(self) -> None:
