@@ -235,13 +235,17 @@ class PartitionLog:
                 records, config=local.config, origin=origin,
                 next_offset=local.log_end_offset, leader_epoch=leader_epoch, now_ms=now,
                 topic_partition=self.name, record_validator=self.record_validator)
-            pending = None
-            for h in valid.headers:  # per batch: headers say whether producer state is involved
-                if h.producer_id >= 0:
-                    duplicate, pending = self._check_producers(records, valid, origin)
-                    if duplicate is not None:
-                        return self._duplicate_info(duplicate, valid)
-                    break
+            single = pending = None  # producer state: checked now, applied once written
+            first = valid.headers[0]
+            if len(valid.headers) == 1 and first.producer_id >= 0 and not first.is_control:
+                duplicate = self.producer_state.check_batch(first, origin)  # a produce request
+                if duplicate is not None:
+                    return self._duplicate_info(duplicate, valid)
+                single = first
+            elif any(h.producer_id >= 0 for h in valid.headers):
+                duplicate, pending = self._check_producers(records, valid, origin)
+                if duplicate is not None:
+                    return self._duplicate_info(duplicate, valid)
             epochs = self.leader_epoch_cache
             for h in valid.headers:
                 if h.partition_leader_epoch >= 0 and \
@@ -251,7 +255,9 @@ class PartitionLog:
             local.append(valid, now)
             if local.segments.active is not active:
                 self.producer_state.take_snapshot(valid.first_offset)
-            if pending is not None:
+            if single is not None:
+                self._producers.apply_batch(single)
+            elif pending is not None:
                 self._commit_producers(pending)
         except OSError as e:
             raise self.failure.fail(f"appending to {self.name}", e) from e

@@ -42,7 +42,7 @@ class CompletedTxn(NamedTuple):
     is_aborted: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class ProducerAppend:
     """The state changes of one append: updated entries, transactions started (producer id,
     first offset) and completed. Applied by `ProducerStateManager.commit`."""
@@ -56,19 +56,32 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == SEQUENCE_MODULUS - 1)
 
 
-def append_data_batch(entry: ProducerStateEntry, h: BatchHeader, origin: AppendOrigin,
-                      was_unknown: bool, out: ProducerAppend, tp: str) -> None:
-    """Validate the data batch `h` (offsets assigned) and apply it to `entry` (a copy)."""
-    epoch = h.producer_epoch
-    _check_epoch(entry, epoch, h.base_offset, origin, tp)
+def check_data_batch(entry: ProducerStateEntry, h: BatchHeader, origin: AppendOrigin,
+                     was_unknown: bool, tp: str) -> None:
+    """Validate the data batch `h` (offsets assigned) against `entry`, changing nothing."""
+    _check_epoch(entry, h.producer_epoch, h.base_offset, origin, tp)
     if origin is AppendOrigin.CLIENT:
         _check_sequence(entry, h, was_unknown, tp)
-    entry.add_batch(epoch, h.last_sequence, h.last_offset, h.last_offset_delta, h.max_timestamp)
     if entry.current_txn_first_offset != NO_OFFSET and not h.is_transactional:
         raise InvalidTxnStateError(f"Expected transactional write from producer "
                                    f"{h.producer_id} at offset {h.base_offset} in {tp}")
+
+
+def apply_data_batch(entry: ProducerStateEntry, h: BatchHeader) -> bool:
+    """Apply a checked data batch to `entry`; True if it opened a transaction."""
+    entry.add_batch(h.producer_epoch, h.last_sequence, h.last_offset, h.last_offset_delta,
+                    h.max_timestamp)
     if entry.current_txn_first_offset == NO_OFFSET and h.is_transactional:
         entry.current_txn_first_offset = h.base_offset
+        return True
+    return False
+
+
+def append_data_batch(entry: ProducerStateEntry, h: BatchHeader, origin: AppendOrigin,
+                      was_unknown: bool, out: ProducerAppend, tp: str) -> None:
+    """Validate the data batch `h` (offsets assigned) and apply it to `entry` (a copy)."""
+    check_data_batch(entry, h, origin, was_unknown, tp)
+    if apply_data_batch(entry, h):
         out.started.append((h.producer_id, h.base_offset))
 
 

@@ -31,6 +31,8 @@ from .producer_append import (
     ProducerAppend,
     append_data_batch,
     append_end_marker,
+    apply_data_batch,
+    check_data_batch,
 )
 from .producer_snapshot import CorruptSnapshotError, list_snapshots
 from .producer_snapshot import delete as delete_snapshot
@@ -61,6 +63,30 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         return entry.find_duplicate(header) if entry is not None else None
 
+    def check_batch(self, h: BatchHeader, origin: AppendOrigin) -> BatchMetadata | None:
+        """The shortcut for a produce request's one data batch (offsets assigned): the batch
+        it duplicates (CLIENT), or None if it may be written; raises if it may not. Nothing
+        changes until `apply_batch`."""
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            check_data_batch(ProducerStateEntry(h.producer_id), h, origin, True, self.name)
+            return None
+        if origin is AppendOrigin.CLIENT:
+            duplicate = entry.find_duplicate(h)
+            if duplicate is not None:
+                return duplicate
+        check_data_batch(entry, h, origin, False, self.name)
+        return None
+
+    def apply_batch(self, h: BatchHeader) -> None:
+        """Apply a batch `check_batch` accepted, once it is written."""
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
+        if apply_data_batch(entry, h):
+            self._ongoing[h.base_offset] = h.producer_id
+        self.map_end_offset = h.next_offset
+
     def prepare(self, headers: Sequence[BatchHeader], origin: AppendOrigin,
                 markers: dict[int, EndTransactionMarker]) -> ProducerAppend:
         """Validate batches (offsets assigned) of producers; `markers` gives the marker of
@@ -86,6 +112,7 @@ class ProducerStateManager:
     def commit(self, append: ProducerAppend, end_offset: int) -> list[tuple[CompletedTxn, int]]:
         """Apply a prepared append whose batches end before `end_offset`; returns each
         aborted transaction with the LSO just after it (for the transaction index)."""
+        self.map_end_offset = max(self.map_end_offset, end_offset)
         for pid, first in append.started:
             self._ongoing[first] = pid
         aborted = []
@@ -94,7 +121,6 @@ class ProducerStateManager:
                 aborted.append((txn, self.last_stable_offset_after(txn)))
             self._ongoing.pop(txn.first_offset, None)
         self.producers.update(append.entries)
-        self.map_end_offset = max(self.map_end_offset, end_offset)
         return aborted
 
     # ---- stability ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from spark_log.records.batch_header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
@@ -19,8 +20,7 @@ NO_OFFSET = -1
 NO_COORDINATOR_EPOCH = -1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     """One appended batch of a producer: last sequence, last offset, offsets it spans - 1,
     max timestamp. Immutable."""
 
@@ -99,9 +99,12 @@ class ProducerStateEntry:
 
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
         """The retained batch `header` repeats (same epoch, same sequence range), if any."""
-        if header.producer_epoch != self.producer_epoch:
+        if header.producer_epoch != self.producer_epoch or not self.batches:
             return None
-        first, last = header.base_sequence, header.last_sequence
+        first = header.base_sequence
+        if first == (self.batches[-1].last_seq + 1) % SEQUENCE_MODULUS:
+            return None  # the next batch in sequence: the usual case
+        last = header.last_sequence
         for batch in self.batches:
             if batch.first_seq == first and batch.last_seq == last:
                 return batch
