@@ -8,6 +8,7 @@ import contextlib
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,10 +16,13 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaError as KpKafkaError
+
+with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated API
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError as KpKafkaError
 
 from tests.broker_process import BrokerProcess
 
@@ -26,8 +30,6 @@ GROUP_CONFIG = {"group.initial.rebalance.delay.ms": "0",
                 "group.min.session.timeout.ms": "1000"}
 PARTITIONS = 6
 DEADLINE_S = 30.0
-# kafka-python loads its message schemas lazily through a deprecated importlib API
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def unique(prefix: str) -> str:
