@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from spark_log.records.batch_header import HEADER_SIZE, peek_size
 from spark_log.records.errors import CorruptRecordError
-from spark_log.records.record_batch import iter_batches
+from spark_log.records.record_batch import BatchView, iter_batches
 
 from ..clock import Clock
 from .cleaner_batch_policy import BatchPolicy, BatchPolicyFactory
@@ -144,7 +144,8 @@ def plan_round(candidate: LogToClean, *, clock: Clock, policy: BatchPolicyFactor
 def build_offset_map(rnd: CleaningRound, offset_map: OffsetMap, io_size: int
                      ) -> Generator[None, None, int]:
     """Map every key of the dirty section to its latest offset, until the map is full; returns
-    the end of the mapped range (the offset the checkpoint moves to)."""
+    the end of the mapped range (the offset the checkpoint moves to). Yields after each
+    batch."""
     offset_map.clear()
     start = rnd.first_dirty_offset
     dirty = [s for s in rnd.sources if s.next_offset > start]
@@ -155,10 +156,13 @@ def build_offset_map(rnd: CleaningRound, offset_map: OffsetMap, io_size: int
         for chunk in read_chunks(source, position, io_size):
             rnd.check_done()
             stats.map_bytes_read += len(chunk)
-            full = _map_chunk(rnd.map_policy, offset_map, chunk, start, stats)
+            for view in iter_batches(chunk):
+                full = not _map_batch(rnd.map_policy, offset_map, view, start, stats)
+                if full:
+                    break
+                yield
             if full:
                 break
-            yield
         if full:
             break
         offset_map.update_latest_offset(source.next_offset - 1)
@@ -166,20 +170,19 @@ def build_offset_map(rnd: CleaningRound, offset_map: OffsetMap, io_size: int
     return max(offset_map.latest_offset + 1, start)
 
 
-def _map_chunk(policy: BatchPolicy, offset_map: OffsetMap, chunk: memoryview, start: int,
+def _map_batch(policy: BatchPolicy, offset_map: OffsetMap, view: BatchView, start: int,
                stats: CleanerStats) -> bool:
-    """Map the batches of `chunk`; True when the map filled up before the chunk's end."""
-    for view in iter_batches(chunk):
-        header = view.header
-        if header.last_offset < start:
-            continue
-        if policy.include_in_offset_map(header) and header.records_count:
-            if offset_map.size and not offset_map.has_room(header.records_count):
-                return True
-            offset_map.put_all(view.offsets_and_keys(), start)
-            stats.map_messages_read += header.records_count
-        offset_map.update_latest_offset(header.last_offset)
-    return False
+    """Map the batch; False (nothing mapped) when the map is too full for it."""
+    header = view.header
+    if header.last_offset < start:
+        return True
+    if policy.include_in_offset_map(header) and header.records_count:
+        if offset_map.size and not offset_map.has_room(header.records_count):
+            return False
+        offset_map.put_batch(view, start)
+        stats.map_messages_read += header.records_count
+    offset_map.update_latest_offset(header.last_offset)
+    return True
 
 
 def group_segments(sources: list[SegmentSource], max_size: int, max_index_size: int,
@@ -213,7 +216,7 @@ def group_segments(sources: list[SegmentSource], max_size: int, max_index_size: 
 def clean_group(rnd: CleaningRound, group: list[SegmentSource], offset_map: OffsetMap,
                 io_size: int) -> Generator[None, None, Segment]:
     """Rewrite `group` into one segment with `.cleaned` file names, written and fsynced;
-    returns it. Its files are removed if the work stops early."""
+    returns it. Its files are removed if the work stops early. Yields after each batch."""
     base = group[0].base_offset
     remove_cleaned_files(rnd.directory, base, rnd.fs)
     cleaned = Segment(rnd.directory, base, rnd.config, clock=rnd.clock, fs=rnd.fs,
@@ -225,9 +228,14 @@ def clean_group(rnd: CleaningRound, group: list[SegmentSource], offset_map: Offs
         for source in group:
             for chunk in read_chunks(source, 0, io_size):
                 rnd.check_done()
-                buffers, headers = filt.filter_chunk(chunk)
+                buffers, headers = [], []
+                for view in iter_batches(chunk):
+                    kept = filt.filter_batch(view)
+                    if kept is not None:
+                        buffers.append(kept[0])
+                        headers.append(kept[1])
+                    yield
                 cleaned.append(buffers, headers)
-                yield
             for txn in source.aborted_txns:  # those whose ABORT marker is still there
                 if txn.last_offset in filt.kept_markers:
                     cleaned.txn_index.append(txn)

@@ -22,12 +22,15 @@ from dataclasses import dataclass
 
 from spark_log.records.batch_header import BatchHeader, read_header
 from spark_log.records.batch_rewrite import (
+    HAS_VALUE,
+    KEY,
+    OFFSET,
     RecordSpan,
     empty_batch,
     rebuild_batch,
     scan_record_spans,
 )
-from spark_log.records.record_batch import BatchView, iter_batches
+from spark_log.records.record_batch import BatchView
 
 from .cleaner_batch_policy import BatchPolicy, BatchRetention
 from .cleaner_offset_map import OffsetMap
@@ -62,23 +65,19 @@ class RecordFilter:
         self.stats = FilterStats()
         self.kept_markers: set[int] = set()  # offsets of the control records written
 
-    def filter_chunk(self, chunk: memoryview) -> tuple[list[Buffer], list[BatchHeader]]:
-        """The batches to write for the whole batches in `chunk`, with their headers."""
-        out: list[Buffer] = []
-        headers: list[BatchHeader] = []
+    def filter_batch(self, view: BatchView) -> tuple[Buffer, BatchHeader] | None:
+        """What to write for the batch: its own bytes, a rebuilt or an empty batch (with its
+        header), or None."""
         stats = self.stats
-        for view in iter_batches(chunk):
-            stats.bytes_read += view.size
-            stats.messages_read += view.header.records_count
-            kept = self._filter_batch(view)
-            if kept is None:
-                continue
-            header = view.header if isinstance(kept, memoryview) else read_header(kept)
-            out.append(kept)
-            headers.append(header)
-            stats.bytes_retained += header.size
-            stats.messages_retained += header.records_count
-        return out, headers
+        stats.bytes_read += view.size
+        stats.messages_read += view.header.records_count
+        kept = self._filter_batch(view)
+        if kept is None:
+            return None
+        header = view.header if isinstance(kept, memoryview) else read_header(kept)
+        stats.bytes_retained += header.size
+        stats.messages_retained += header.records_count
+        return kept, header
 
     def _filter_batch(self, view: BatchView) -> Buffer | None:
         """The batch's replacement: its own bytes, a rebuilt batch, an empty one, or None."""
@@ -98,7 +97,7 @@ class RecordFilter:
         if header.is_control:
             kept = spans
             tombstones = decision.contains_marker_for_empty_txn
-            self.kept_markers.update(span.offset for span in spans)
+            self.kept_markers.update(span[OFFSET] for span in spans)
         else:
             kept, tombstones = self._kept_records(header, spans)
             tombstones = tombstones or decision.contains_marker_for_empty_txn
@@ -120,11 +119,11 @@ class RecordFilter:
         kept = []
         tombstones = False
         for span in spans:
-            offset = span.offset
-            if offset > latest or (span.key is not None and offset >= lookup(span.key, -1)
-                                   and (span.has_value or keep_deletes)):
+            offset, key, has_value = span[OFFSET], span[KEY], span[HAS_VALUE]
+            if offset > latest or (key is not None and offset >= lookup(key, -1)
+                                   and (has_value or keep_deletes)):
                 kept.append(span)
-                tombstones = tombstones or not span.has_value
+                tombstones = tombstones or not has_value
         return kept, tombstones
 
     def _empty_or_none(self, header: BatchHeader, retention: BatchRetention) -> bytes | None:

@@ -10,7 +10,8 @@ rest of the dirty section waits for the next round, as in Kafka.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from spark_log.records.batch_rewrite import map_latest_offsets
+from spark_log.records.record_batch import BatchView
 
 # A dict slot, a small bytes key and an int offset, as measured for keys of up to ~40 bytes.
 ENTRY_BYTES = 160
@@ -50,16 +51,15 @@ class OffsetMap:
         if offset > self.latest_offset:
             self.latest_offset = offset
 
-    def put_all(self, offsets_and_keys: Iterable[tuple[int, bytes | None]], start: int) -> None:
-        """Map each non-null key at an offset >= `start` (later records win)."""
-        offsets = self._offsets
-        last = -1
-        for offset, key in offsets_and_keys:
-            if key is not None and offset >= start:
-                offsets[key] = offset
-                last = offset
-        if last > self.latest_offset:
-            self.latest_offset = last
+    def put_batch(self, batch: BatchView, start: int) -> None:
+        """Map each keyed record of `batch` at an offset >= `start` (later records win) after
+        checking its CRC; CorruptRecordError if it does not check or parse."""
+        header = batch.header
+        batch.verify_crc()
+        section = batch.records_section()
+        map_latest_offsets(section, header.records_count, header.base_offset, self._offsets,
+                           start)
+        self.update_latest_offset(header.last_offset)
 
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, or -1 if it is not mapped."""

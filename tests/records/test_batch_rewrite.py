@@ -9,7 +9,17 @@ import pytest
 
 from spark_log.records import Compression, CorruptRecordError, Record, build_batch, decode_batch
 from spark_log.records.batch_header import DELETE_HORIZON_BIT, read_header, verify_crc
-from spark_log.records.batch_rewrite import empty_batch, rebuild_batch, scan_record_spans
+from spark_log.records.batch_rewrite import (
+    END,
+    HAS_VALUE,
+    KEY,
+    OFFSET,
+    START,
+    empty_batch,
+    map_latest_offsets,
+    rebuild_batch,
+    scan_record_spans,
+)
 from spark_log.records.record_batch import BatchView
 
 TS = 1_700_000_000_000
@@ -30,12 +40,21 @@ def spans_of(raw: bytes) -> tuple[BatchView, bytes, list]:  # type: ignore[type-
 
 def test_spans_give_offsets_keys_tombstones_and_cover_the_section() -> None:
     _, section, spans = spans_of(batch())
-    assert [s.offset for s in spans] == [100, 101, 102, 103, 104]
-    assert [s.key for s in spans] == [b"k0", b"k1", b"k2", b"k3", b"k4"]
-    assert [s.has_value for s in spans] == [True, True, False, True, True]
-    assert [s.timestamp_delta for s in spans] == [0, 10, 20, 30, 40]
-    assert spans[0].start == 0 and spans[-1].end == len(section)
-    assert all(a.end == b.start for a, b in pairwise(spans))
+    assert [s[OFFSET] for s in spans] == [100, 101, 102, 103, 104]
+    assert [s[KEY] for s in spans] == [b"k0", b"k1", b"k2", b"k3", b"k4"]
+    assert [s[HAS_VALUE] for s in spans] == [True, True, False, True, True]
+    assert spans[0][START] == 0 and spans[-1][END] == len(section)
+    assert all(a[END] == b[START] for a, b in pairwise(spans))
+
+
+def test_map_latest_offsets_keeps_the_last_offset_per_key_from_the_start() -> None:
+    records = [Record(50 + i, TS, b"k%d" % (i % 3), b"v") for i in range(10)]
+    view = BatchView(build_batch(records, base_offset=50))
+    latest: dict[bytes, int] = {b"old": 1}
+    map_latest_offsets(view.records_section(), 10, 50, latest, 52)
+    assert latest == {b"old": 1, b"k0": 59, b"k1": 57, b"k2": 58}
+    with pytest.raises(CorruptRecordError):
+        map_latest_offsets(view.records_section()[:-2], 10, 50, latest, 0)
 
 
 def test_spans_refuse_a_section_that_does_not_match_the_count() -> None:
