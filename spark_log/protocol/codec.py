@@ -29,7 +29,7 @@ from .response_header import (
     parse_response_header,
     response_header_version,
 )
-from .unknown_tags import strip_unknown_tags
+from .unknown_tags import check_structure, strip_unknown_tags
 
 __all__ = [
     "decode_entity",
@@ -64,6 +64,10 @@ def decode_request_body(header: RequestHeader, body: bytes | memoryview) -> Requ
 
 def decode_entity(entity_type: type[Entity], body: bytes | memoryview) -> Entity:
     """Decode one entity of `entity_type` from `body`; trailing bytes are ignored, as in Kafka."""
+    try:
+        check_structure(entity_type, body)
+    except ProtocolError as exc:
+        raise _malformed(entity_type, exc) from None
     read = _reader(entity_type)
     try:
         value, _size = read(body, 0)

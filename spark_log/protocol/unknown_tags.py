@@ -22,7 +22,7 @@ from .wire import (
     uvarint,
 )
 
-__all__ = ["strip_unknown_tags"]
+__all__ = ["check_structure", "strip_unknown_tags"]
 
 
 def strip_unknown_tags(entity_type: type, body: bytes | bytearray | memoryview) -> bytes:
@@ -38,6 +38,18 @@ def strip_unknown_tags(entity_type: type, body: bytes | bytearray | memoryview) 
     return b"".join(walker.out)
 
 
+def check_structure(entity_type: type, body: bytes | bytearray | memoryview) -> None:
+    """Walk `body` as an encoded `entity_type` and raise `ProtocolError` at the first length or
+    count that runs past the end.
+
+    kio's native reader reserves room for an array's declared count before reading it, so a
+    hostile count (billions of elements in a 20-byte frame) would abort the process; this walk
+    runs first so such a request is an ordinary protocol error. It copies nothing.
+    """
+    view = memoryview(body).cast("B")
+    _Rewriter(view, copy=False).entity(shape_of(entity_type), 0, len(view))
+
+
 class _Rewriter:
     """Walks an encoded entity, copying it to `out` with unknown tags left out.
 
@@ -45,15 +57,17 @@ class _Rewriter:
     are still to be copied (verbatim, up to the next tag section).
     """
 
-    __slots__ = ("buf", "mark", "out")
+    __slots__ = ("buf", "copy", "mark", "out")
 
-    def __init__(self, buf: memoryview) -> None:
+    def __init__(self, buf: memoryview, copy: bool = True) -> None:
         self.buf = buf
+        self.copy = copy  # False: only validate the structure
         self.out: list[bytes | memoryview] = []
         self.mark = 0
 
     def flush(self, pos: int) -> None:
-        self.out.append(self.buf[self.mark : pos])
+        if self.copy:
+            self.out.append(self.buf[self.mark : pos])
         self.mark = pos
 
     def entity(self, shape: EntityShape, pos: int, end: int) -> int:
@@ -109,19 +123,20 @@ class _Rewriter:
             need(end, pos, size, f"tag {tag} value")
             known = shape.tagged.get(tag)
             if known is not None:
-                value = self.tag_value(known, self.buf[pos : pos + size])
+                value = self.tag_value(known, self.buf[pos : pos + size], self.copy)
                 kept.append(uvarint(tag) + uvarint(len(value)) + value)
             pos += size
-        self.out.append(uvarint(len(kept)) + b"".join(kept))
+        if self.copy:
+            self.out.append(uvarint(len(kept)) + b"".join(kept))
         self.mark = pos
         return pos
 
     @staticmethod
-    def tag_value(field: FieldShape, raw: memoryview) -> bytes:
+    def tag_value(field: FieldShape, raw: memoryview, copy: bool) -> bytes:
         """A known tag's value; structs inside it get their own unknown tags removed."""
         if field.kind is not Kind.ENTITY:
-            return bytes(raw)
-        nested = _Rewriter(raw)
+            return bytes(raw) if copy else b""
+        nested = _Rewriter(raw, copy)
         end = nested.field(field, True, 0, len(raw), in_tag=True)
         nested.flush(end)
         return b"".join(nested.out)

@@ -51,6 +51,9 @@ def _list_offset(broker: Any, topic: str, p: Any, committed: bool,
             start = log.log_start_offset
             epoch = log.leader_epoch_cache.epoch_for_offset(start)
             entry.update(offset=start, leader_epoch=LEADER_EPOCH if epoch is None else epoch)
+        elif p.timestamp < MAX_TIMESTAMP:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"unknown special timestamp {p.timestamp}")
         else:
             found = log.list_offset(p.timestamp)
             if found is not None and found.offset < visible:
