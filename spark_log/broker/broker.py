@@ -21,6 +21,7 @@ from pathlib import Path
 
 from spark_log.clock import SYSTEM_CLOCK, Clock
 from spark_log.storage.cleaner_config import CleanerConfig
+from spark_log.storage.cleaner_transactions import TRANSACTIONAL_BATCH_POLICY
 from spark_log.storage.log_cleaner import LogCleaner
 from spark_log.storage.log_manager import LogManager, parse_partition_dir
 from spark_log.storage.record_checks import (
@@ -93,7 +94,8 @@ class Broker:
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.cleaner = LogCleaner(self.logs, CleanerConfig.from_broker(self.config.get),
                                   clock=self.clock,
-                                  last_stable_offset=self.replicas.last_stable_offset)
+                                  last_stable_offset=self.replicas.last_stable_offset,
+                                  batch_policy=TRANSACTIONAL_BATCH_POLICY)
         self.replicas.become_leader()
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
