@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 
+from spark_log.client.transactions import TransactionClient, TransactionError
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from tests.broker.raw_client import RawClient
@@ -300,3 +301,25 @@ def test_transaction_timeout_is_validated(txn_broker) -> None:  # type: ignore
             "transactional_id": unique("t"), "transaction_timeout": 900_001,
             "producer_id": -1, "producer_epoch": -1})
     assert response.error_code == ErrorCode.invalid_transaction_timeout
+
+
+def test_a_transaction_left_by_an_exited_writer_is_committed_by_another_process(
+        txn_broker) -> None:  # type: ignore
+    topic, transactional_id = unique("2pc"), unique("2pc")
+    create_topic(txn_broker.bootstrap, topic)
+    writer = child("prepare", txn_broker.bootstrap, topic, transactional_id, "30", "60000")
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+    assert writer.wait(30) == 0  # the writer is gone; its transaction stays open
+    with TransactionClient(txn_broker.bootstrap) as client:
+        prepared = client.describe(transactional_id)
+        assert prepared.state == "Ongoing" and prepared.partitions == ((topic, 0),)
+        assert read_values(txn_broker.bootstrap, topic, idle_s=0.3) == []
+        client.end(transactional_id, prepared.producer_id, prepared.producer_epoch, commit=True)
+        client.end(transactional_id, prepared.producer_id, prepared.producer_epoch, commit=True)
+        assert client.describe(transactional_id).state == "CompleteCommit"
+        with pytest.raises(TransactionError) as refused:
+            client.end(transactional_id, prepared.producer_id, prepared.producer_epoch,
+                       commit=False)
+        assert refused.value.code == ErrorCode.invalid_txn_state
+    assert read_values(txn_broker.bootstrap, topic, expect=30, idle_s=0.3) == \
+        [b"open-%d" % i for i in range(30)]

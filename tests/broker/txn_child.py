@@ -6,6 +6,8 @@
         transaction per poll; prints "committed <n>" after each commit.
     python -m tests.broker.txn_child open BOOTSTRAP TOPIC TXN_ID COUNT TIMEOUT_MS
         begin a transaction, write COUNT records, flush, print "ready", then wait to be killed.
+    python -m tests.broker.txn_child prepare BOOTSTRAP TOPIC TXN_ID COUNT TIMEOUT_MS
+        the same, but exit after "ready", leaving the transaction open for another process.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def consume_transform_produce(bootstrap: str, source: str, sink: str, partitions
 
 
 def leave_open(bootstrap: str, topic: str, transactional_id: str, count: int,
-               timeout_ms: int) -> None:
+               timeout_ms: int, wait: bool = True) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
                          "transaction.timeout.ms": timeout_ms})
     producer.init_transactions(60)
@@ -49,7 +51,8 @@ def leave_open(bootstrap: str, topic: str, transactional_id: str, count: int,
         producer.produce(topic, value=b"open-%d" % i)
     assert producer.flush(60) == 0
     print("ready", flush=True)
-    threading.Event().wait()
+    if wait:
+        threading.Event().wait()
 
 
 if __name__ == "__main__":
@@ -57,4 +60,4 @@ if __name__ == "__main__":
     if mode == "ctp":
         consume_transform_produce(args[0], args[1], args[2], int(args[3]), args[4], args[5])
     else:
-        leave_open(args[0], args[1], args[2], int(args[3]), int(args[4]))
+        leave_open(args[0], args[1], args[2], int(args[3]), int(args[4]), mode == "open")
