@@ -200,6 +200,19 @@ class OffsetOperations:
         if written:
             log.info("Removed %d expired offset and group records", written)
 
+    def on_topics_deleted(self, topics: Iterable[str]) -> None:
+        """Tombstone every offset (committed or pending) of deleted topics, as Kafka does when
+        partitions are deleted. To be called by DeleteTopics."""
+        if not self._active:
+            return
+        for group_id, partitions in self.state.offsets.partitions_of_topics(set(topics)).items():
+            try:
+                self.state.write_offsets(group_id, [
+                    (OffsetCommitKey(group_id, t, p), None) for t, p in sorted(partitions)])
+            except KafkaError as e:
+                log.warning("Cannot delete the offsets of deleted topics for group %s: %s",
+                            group_id, e.code.name)
+
     # ---- transactions -----------------------------------------------------------------------
     def commit_transactional_offsets(self, group_id: str, producer_id: int,
                                      producer_epoch: int, commits: Sequence[PartitionCommit],

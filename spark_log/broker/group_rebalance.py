@@ -213,7 +213,8 @@ class RebalanceProtocol:
                 (group.is_in(STABLE) and (group.is_leader(member_id) or not unchanged)):
             group.update_member(member, req.protocols, req.rebalance_timeout_ms,
                                 req.session_timeout_ms, respond)
-            self._rebalance_or_complete_join(group, f"member {member_id} rejoins")
+            self._rebalance_or_complete_join(
+                group, f"member {member_id} rejoins; client reason: {req.reason}")
         elif group.is_in(COMPLETING, STABLE):
             # the same metadata again (a lost JoinGroup reply): the current generation
             respond(self._generation_reply(group, member_id, group.is_in(COMPLETING)))
@@ -239,7 +240,8 @@ class RebalanceProtocol:
         group.add(member, respond)
         # a parked new member cannot heartbeat: bound its wait instead of its session
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._rebalance_or_complete_join(group, f"new member {member_id} joins")
+        self._rebalance_or_complete_join(
+            group, f"new member {member_id} joins; client reason: {req.reason}")
 
     def _replace_static_member(self, group: ClassicGroup, req: JoinRequest, old_id: str,
                                new_id: str, respond: Responder) -> None:

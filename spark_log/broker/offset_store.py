@@ -129,6 +129,14 @@ class OffsetStore:
                     seen.add(tp)
                     yield tp
 
+    def partitions_of_topics(self, topics: set[str]) -> dict[str, set[TopicPartition]]:
+        """Per group, its committed or pending partitions of `topics` (deleted topics)."""
+        found: dict[str, set[TopicPartition]] = defaultdict(set)
+        for offsets in (self._committed, *self._pending.values()):
+            for group_id, partitions in offsets.items():
+                found[group_id].update(tp for tp in partitions if tp[0] in topics)
+        return {g: tps for g, tps in found.items() if tps}
+
     # ---- expiry -----------------------------------------------------------------------------
     def expired(self, group: ClassicGroup, now_ms: int, retention_ms: int
                 ) -> tuple[list[TopicPartition], bool]:

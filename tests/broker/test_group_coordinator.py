@@ -356,6 +356,21 @@ def test_delete_groups(tmp_path: Path) -> None:
     run(tmp_path, scenario)
 
 
+def test_offsets_of_deleted_topics_are_tombstoned(tmp_path: Path) -> None:
+    async def scenario(h: GroupHarness) -> None:
+        commit(h, "g", topic="gone")
+        commit(h, "g", topic="kept")
+        h.coord.commit_transactional_offsets("other", 5, 0, [PartitionCommit("gone", 0, 1)])
+        h.coord.on_topics_deleted(["gone"])
+        assert {f.topic for f in h.coord.fetch_offsets("g", None)} == {"kept"}
+        assert (OffsetCommitKey("g", "gone", 0), None) in h.records("g")
+        assert (OffsetCommitKey("other", "gone", 0), None) in h.records("other")
+        h.coord.complete_transaction(5, 0, commit=True)
+        assert h.coord.fetch_offsets("other", None) == []
+
+    run(tmp_path, scenario)
+
+
 # ---- reloading --------------------------------------------------------------------------------
 def test_state_is_rebuilt_from_the_log_after_a_restart(tmp_path: Path) -> None:
     clock = ManualClock()
