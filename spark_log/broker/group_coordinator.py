@@ -30,7 +30,7 @@ from .group import ClassicGroup, GroupState, Responder
 from .group_coordinator_offsets import OffsetOperations
 from .group_coordinator_state import CoordinatorState
 from .group_membership import GroupMembership
-from .group_rebalance import GroupSettings, JoinRequest, SyncRequest, join_error, sync_error
+from .group_requests import GroupSettings, JoinRequest, SyncRequest, join_error, sync_error
 from .group_timer import CoordinatorTimer
 from .offset_store import OffsetAndMetadata, TopicPartition
 from .offsets_topic import OFFSETS_TOPIC

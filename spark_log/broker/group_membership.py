@@ -21,12 +21,10 @@ from .group_rebalance import (
     PREPARING,
     STABLE,
     RebalanceProtocol,
-    SyncRequest,
     heartbeat_key,
-    join_error,
-    sync_error,
     sync_key,
 )
+from .group_requests import SyncRequest, join_error, sync_error
 
 log = logging.getLogger(__name__)
 

@@ -13,22 +13,27 @@ assignment without a rebalance.
 
 Replies to parked requests go through `Responder` callbacks; everything else returns at once.
 The group's metadata record is written through `GroupStore.store_group`, which raises
-`KafkaError` (with the code the client should see) when it cannot be written.
+`KafkaError` (with the code the client should see) when it cannot be written. Requests, replies
+and settings are defined in `group_requests`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from spark_log.clock import Clock
 from spark_log.protocol import ErrorCode
 
-from .broker_config import BrokerConfig
 from .errors import KafkaError
 from .group import ClassicGroup, GroupMember, GroupState, Protocols, Responder
+from .group_requests import (
+    GroupSettings,
+    GroupStore,
+    JoinRequest,
+    join_error,
+    sync_error,
+)
 from .group_timer import CoordinatorTimer
 
 log = logging.getLogger(__name__)
@@ -40,63 +45,6 @@ MEMBER_ID_REQUIRED_FROM_VERSION = 4
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE,
     GroupState.STABLE, GroupState.DEAD)
-
-
-class GroupStore(Protocol):
-    def store_group(self, group: ClassicGroup, assignment: Mapping[str, bytes]) -> None:
-        """Persist the group with `assignment`; raise KafkaError when that fails."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class GroupSettings:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig) -> GroupSettings:
-        return cls(config.get("group.min.session.timeout.ms"),
-                   config.get("group.max.session.timeout.ms"),
-                   config.get("group.initial.rebalance.delay.ms"),
-                   config.get("group.max.size"))
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: Protocols
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    client_id: str
-    client_host: str
-    api_version: int
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SyncRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    generation: int
-    protocol_type: str | None
-    protocol_name: str | None
-    assignments: Mapping[str, bytes]
-
-
-def join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:
-    return {"error_code": code, "generation_id": -1, "protocol_type": None,
-            "protocol_name": None, "leader": "", "skip_assignment": False,
-            "member_id": member_id, "members": []}
-
-
-def sync_error(code: ErrorCode) -> dict[str, Any]:
-    return {"error_code": code, "protocol_type": None, "protocol_name": None, "assignment": b""}
 
 
 def heartbeat_key(group_id: str, member_id: str) -> str:

@@ -19,7 +19,7 @@ from spark_log.broker.group_metadata_records import (
     decode_key,
     decode_offset_commit_value,
 )
-from spark_log.broker.group_rebalance import JoinRequest, SyncRequest
+from spark_log.broker.group_requests import JoinRequest, SyncRequest
 from spark_log.broker.offsets_topic import OFFSETS_TOPIC
 from spark_log.clock import ManualClock
 from spark_log.records import iter_batches

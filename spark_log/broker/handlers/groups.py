@@ -18,7 +18,7 @@ from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import ms
 
 from ..group_coordinator import GROUP_AUTHORIZED_OPERATIONS
-from ..group_rebalance import JoinRequest, SyncRequest
+from ..group_requests import JoinRequest, SyncRequest
 from . import handles
 
 GROUP_KEY_TYPE = 0
