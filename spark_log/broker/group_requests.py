@@ -23,6 +23,8 @@ class GroupStore(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class GroupSettings:
+    """The broker's group.* settings the protocol enforces. Immutable."""
+
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3000
@@ -38,6 +40,9 @@ class GroupSettings:
 
 @dataclass(frozen=True, slots=True)
 class JoinRequest:
+    """A JoinGroup of any version. Timeouts are in ms (v0 has no rebalance timeout: the session
+    timeout stands in); `client_host` is shown as Kafka shows it ("/127.0.0.1"). Immutable."""
+
     group_id: str
     member_id: str
     group_instance_id: str | None
@@ -53,6 +58,9 @@ class JoinRequest:
 
 @dataclass(frozen=True, slots=True)
 class SyncRequest:
+    """A SyncGroup of any version; `assignments` is the leader's, empty for followers.
+    Immutable."""
+
     group_id: str
     member_id: str
     group_instance_id: str | None
