@@ -323,3 +323,14 @@ def test_a_transaction_left_by_an_exited_writer_is_committed_by_another_process(
         assert refused.value.code == ErrorCode.invalid_txn_state
     assert read_values(txn_broker.bootstrap, topic, expect=30, idle_s=0.3) == \
         [b"open-%d" % i for i in range(30)]
+
+
+def test_describe_answers_for_ids_without_an_open_transaction(txn_broker) -> None:  # type: ignore
+    transactional_id = unique("idle")
+    txn_producer(txn_broker.bootstrap, transactional_id)
+    with TransactionClient(txn_broker.bootstrap) as client:
+        idle = client.describe(transactional_id)  # no start time: Kafka answers -1
+        assert (idle.state, idle.producer_epoch, idle.partitions) == ("Empty", 0, ())
+        with pytest.raises(TransactionError) as unknown:
+            client.describe(unique("never-used"))
+        assert unknown.value.code == ErrorCode.transactional_id_not_found

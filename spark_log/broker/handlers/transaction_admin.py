@@ -9,6 +9,7 @@ coordinator epoch and the first offset of an open transaction (-1 if none).
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from spark_log.protocol import ErrorCode
@@ -18,6 +19,13 @@ from ..errors import KafkaError, error_code_for
 from ..topic_metadata import UnknownTopicError
 from ..transaction_metadata import TransactionMetadata, TxnState
 from . import handles
+
+# Kafka answers -1 when no transaction is open; the field is a timestamp, so say it as one.
+NO_START = datetime.datetime.fromtimestamp(-0.001, tz=datetime.UTC)
+
+
+def _start_time(start_ms: int) -> int | datetime.datetime:
+    return start_ms if start_ms >= 0 else NO_START
 
 
 @handles(ApiKey.LIST_TRANSACTIONS)
@@ -53,7 +61,7 @@ async def handle_describe_transactions(ctx: Any, request: Any) -> dict[str, Any]
 
 def _describe(coordinator: Any, transactional_id: str) -> dict[str, Any]:
     empty = {"transactional_id": transactional_id, "transaction_state": "",
-             "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
+             "transaction_timeout": 0, "transaction_start_time": NO_START, "producer_id": -1,
              "producer_epoch": -1, "topics": []}
     try:
         coordinator.ensure_ready(transactional_id)
@@ -67,7 +75,7 @@ def _describe(coordinator: Any, transactional_id: str) -> dict[str, Any]:
         topics.setdefault(topic, []).append(partition)
     return {"error_code": ErrorCode.none, "transactional_id": transactional_id,
             "transaction_state": m.state.display_name, "transaction_timeout": m.timeout_ms,
-            "transaction_start_time": m.start_ms, "producer_id": m.producer_id,
+            "transaction_start_time": _start_time(m.start_ms), "producer_id": m.producer_id,
             "producer_epoch": m.producer_epoch,
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
 
