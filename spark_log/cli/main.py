@@ -13,6 +13,8 @@ from spark_log import __version__
 from spark_log.broker.__main__ import run as run_broker
 from spark_log.broker.launch_options import add_broker_arguments
 
+from .perf import add_perf_parser
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -25,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
                                              "cleanly.")
     add_broker_arguments(broker)
     broker.set_defaults(run=run_broker)
+    add_perf_parser(commands)
     return parser
 
 
