@@ -84,9 +84,13 @@ class CoordinatorState:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.loading: set[int] = set()
-        existing = broker.topics.metadata.get(OFFSETS_TOPIC)
-        self.partitions: int = existing.partitions if existing else \
-            broker.config.get("offsets.topic.num.partitions")
+
+    @property
+    def partitions(self) -> int:
+        """The topic's partition count once it exists, else offsets.topic.num.partitions."""
+        existing = self.broker.topics.metadata.get(OFFSETS_TOPIC)
+        return existing.partitions if existing else \
+            self.broker.config.get("offsets.topic.num.partitions")
 
     # ---- the topic --------------------------------------------------------------------------
     def topic_exists(self) -> bool:

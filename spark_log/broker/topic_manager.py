@@ -19,6 +19,8 @@ from spark_log.storage.log_manager import LogManager
 
 from .broker_config import BrokerConfig
 from .errors import KafkaError
+from .offsets_topic import OFFSETS_TOPIC
+from .offsets_topic import topic_configs as offsets_topic_configs
 from .topic_metadata import INTERNAL_TOPICS, TopicInfo, TopicMetadata
 
 log = logging.getLogger(__name__)
@@ -88,7 +90,11 @@ class TopicManager:
         return info
 
     def auto_create(self, name: str) -> TopicInfo:
-        """Create `name` with the broker defaults (Metadata auto-creation)."""
+        """Create `name` with the broker defaults (Metadata auto-creation); __consumer_offsets
+        gets its own partition count and configs, as Kafka's auto-creation gives it."""
+        if name == OFFSETS_TOPIC:
+            return self.ensure_internal(name, self.config.get("offsets.topic.num.partitions"),
+                                        offsets_topic_configs(self.config))
         return self.create(name)
 
     def ensure_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:

@@ -135,11 +135,21 @@ def test_find_coordinator_batched_keys_and_types(client: RawClient,
     assert bad.error_code == ErrorCode.invalid_request and bad.node_id == -1
 
 
-def test_consumer_offsets_is_an_internal_compacted_topic(client: RawClient) -> None:
-    client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+@pytest.mark.parametrize("created_by", ["FindCoordinator", "Metadata"])
+def test_consumer_offsets_is_an_internal_compacted_topic(broker_factory: Any,
+                                                         created_by: str) -> None:
+    broker = broker_factory(GROUP_CONFIG)
+    with RawClient(broker.bootstrap) as client:
+        if created_by == "FindCoordinator":
+            client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+        check_offsets_topic(client, auto_create=created_by == "Metadata")
+
+
+def check_offsets_topic(client: RawClient, auto_create: bool) -> None:
     metadata = client.request(ApiKey.METADATA, 12, {
         "topics": [{"name": "__consumer_offsets", "topic_id": None}],
-        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        "allow_auto_topic_creation": auto_create,
+        "include_topic_authorized_operations": False})
     topic = metadata.topics[0]
     assert topic.error_code == ErrorCode.none and topic.is_internal
     assert len(topic.partitions) == 50
