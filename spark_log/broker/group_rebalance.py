@@ -48,15 +48,16 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
 
 
 def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"heartbeat-{group_id}-{member_id}"
+    # the group id's length keeps ("a-b", "c") and ("a", "b-c") apart
+    return f"heartbeat:{len(group_id)}:{group_id}:{member_id}"
 
 
 def _join_key(group_id: str) -> str:
-    return f"join-{group_id}"
+    return f"join:{group_id}"
 
 
 def sync_key(group_id: str) -> str:
-    return f"sync-{group_id}"
+    return f"sync:{group_id}"
 
 
 class RebalanceProtocol:
