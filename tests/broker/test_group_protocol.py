@@ -370,3 +370,30 @@ def test_delete_groups_and_offsets(client: RawClient) -> None:
         ("no-such-topic", ErrorCode.unknown_topic_or_partition)]
     gone = client.request(ApiKey.OFFSET_DELETE, 0, {"group_id": unique("x"), "topics": []})
     assert gone.error_code == ErrorCode.group_id_not_found
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(client: RawClient) -> None:
+    topic = unique("t")
+    create_topic(client, topic)
+    metadata = client.request(ApiKey.METADATA, 12, {
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    topic_id = metadata.topics[0].topic_id
+    group, unknown_id = unique("ids"), uuid.uuid4()
+    committed = client.request(ApiKey.OFFSET_COMMIT, 10, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition_index": 1, "committed_offset": 8,
+                                                   "committed_leader_epoch": -1,
+                                                   "committed_metadata": "by id"}]},
+            {"topic_id": unknown_id, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                     "committed_leader_epoch": -1,
+                                                     "committed_metadata": None}]}]})
+    assert [(t.topic_id, t.partitions[0].error_code) for t in committed.topics] == [
+        (topic_id, ErrorCode.none), (unknown_id, ErrorCode.unknown_topic_id)]
+    fetched = client.request(ApiKey.OFFSET_FETCH, 10, {"require_stable": True, "groups": [
+        {"group_id": group, "member_id": None, "member_epoch": -1,
+         "topics": [{"topic_id": topic_id, "partition_indexes": [1]}]}]})
+    topics = fetched.groups[0].topics
+    assert [(t.topic_id, p.committed_offset, p.metadata) for t in topics for p in t.partitions] \
+        == [(topic_id, 8, "by id")]
