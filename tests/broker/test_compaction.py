@@ -27,6 +27,7 @@ from tests.broker.compaction_support import (
     partition_dir,
     produce,
     roll_past,
+    segment_bases,
 )
 from tests.broker.txn_support import wait_until
 
@@ -78,24 +79,26 @@ def test_compacted_topic_shrinks_to_the_last_value_per_key(broker_factory) -> No
     assert {m.key: m.value for m in final} == {k: v for k, v in expected.items() if v}
 
 
-def test_producer_state_batches_become_empty_and_cleaned_offsets_read_forward(
+def test_producer_state_batch_is_kept_empty_and_cleaned_offsets_read_forward(
         broker_factory) -> None:  # type: ignore
     broker = broker_factory(CLEANER_BROKER_CONFIG)
     topic = create_compacted(broker, "idem", min_cleanable_dirty_ratio="0.01")
     delivered = produce(broker, topic, updates(5_000, 10), idempotent=True)
     directory = partition_dir(broker, topic)
-    before = [h for h in batches_on_disk(directory) if h.records_count]
+    last_batch = max((h for h in batches_on_disk(directory) if h.producer_id >= 0),
+                     key=lambda h: h.base_offset)
+    assert last_batch.last_offset == delivered[-1].offset and last_batch.records_count
     produce(broker, topic, updates(20, 10, tag="plain"))  # supersedes every idempotent record
     last = delivered[-1].offset + 20
     roll_past(broker, topic, last)
     cleaned_through(broker, topic, last)
 
-    after = {h.base_offset: h for h in batches_on_disk(directory)}
-    for h in before:  # every idempotent batch is still there, empty, with its producer state
-        kept = after[h.base_offset]
-        assert (kept.last_offset, kept.records_count) == (h.last_offset, 0)
-        assert (kept.producer_id, kept.producer_epoch, kept.base_sequence) == \
-            (h.producer_id, h.producer_epoch, h.base_sequence)
+    # The batch holding the producer's last sequence stays, empty, so its state survives.
+    kept = {h.base_offset: h for h in batches_on_disk(directory)}[last_batch.base_offset]
+    assert (kept.last_offset, kept.records_count) == (last_batch.last_offset, 0)
+    assert (kept.producer_id, kept.producer_epoch, kept.base_sequence, kept.last_sequence) == \
+        (last_batch.producer_id, last_batch.producer_epoch, last_batch.base_sequence,
+         last_batch.last_sequence)
     messages = [m for m in consume(broker, topic) if m.key != b"roll"]
     assert [m.value for m in messages] == [b"plain-%d" % i for i in range(10, 20)]
     # A read at an offset cleaned away starts at the next record.
@@ -107,23 +110,26 @@ def test_producer_state_batches_become_empty_and_cleaned_offsets_read_forward(
 def test_reads_go_on_while_the_broker_cleans(broker_factory) -> None:  # type: ignore
     broker = broker_factory(CLEANER_BROKER_CONFIG)
     topic = create_compacted(broker, "busy", min_cleanable_dirty_ratio="0.01")
-    written = updates(60_000, 500)
+    written = updates(UPDATES, 500)
     expected = latest(written)
     last = produce(broker, topic, written)[-1].offset
     directory = partition_dir(broker, topic)
     reader = Reader(broker, topic)
     try:
-        check_read(reader.read(), expected)  # connected before the cleaner starts
+        check_read(reader.read(), expected)  # connected before the round starts
+        segments = len(segment_bases(directory))
         roll_past(broker, topic, last)
-        wait_until(lambda: has_cleaning_files(directory) or
-                   (cleaner_checkpoint(broker, topic) or 0) > last, DEADLINE_S, "cleaning")
-        during = has_cleaning_files(directory)
+        deadline = time.monotonic() + DEADLINE_S
+        while not (has_cleaning_files(directory) or len(segment_bases(directory)) < segments):
+            assert time.monotonic() < deadline, "the cleaner never started"
+            time.sleep(0.001)  # watching the files for the round to start
+        in_round = (cleaner_checkpoint(broker, topic) or 0) <= last
         check_read(reader.read(), expected)  # fetches served while the round runs
         cleaned_through(broker, topic, last)
         check_read(reader.read(), expected)
     finally:
         reader.close()
-    assert during, "the cleaner was done before the read"
+    assert in_round, "the round was over before the read started"
 
 
 def check_read(messages: list[Message], expected: dict[bytes, bytes | None]) -> None:
