@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 INFO_FILE = "broker.json"
 FLUSH_CHECK_INTERVAL_MS = 1000
+SHUTDOWN_GRACE_S = 5  # how long requests in hand may take to finish at shutdown
 
 
 class Broker:
@@ -66,7 +67,7 @@ class Broker:
         self.host, self.port = parse_listener(config.get("listeners"))
         self.advertised_host, self.advertised_port = self.host, self.port
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Connection] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.logs: LogManager
         self.topics: TopicManager
@@ -122,8 +123,10 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for connection in list(self._connections.values()):
+            connection.close_when_idle()
         if self._connections:
-            await asyncio.wait(self._connections, timeout=5)
+            await asyncio.wait(list(self._connections), timeout=SHUTDOWN_GRACE_S)
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
@@ -160,11 +163,11 @@ class Broker:
                                 self.config.get("socket.request.max.bytes"))
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        self._connections[task] = connection
         try:
             await connection.run()
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
 
     # ---- periodic work --------------------------------------------------------------------
     def _start_background_work(self) -> None:

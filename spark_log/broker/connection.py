@@ -78,10 +78,24 @@ class Connection:
         self._decoder = FrameDecoder(max_frame_bytes)
         host, port = writer.get_extra_info("peername")[:2]
         self.peer = Peer(host, port)
+        self._closing = False
+        self._idle = True  # waiting for bytes, not handling a request
+        self._task: asyncio.Task[None] | None = None
+
+    def close_when_idle(self) -> None:
+        """Shutdown: end the connection now if it waits for a request, else right after the
+        response to the request in hand (so an append is never answered half way)."""
+        self._closing = True
+        if self._idle and self._task is not None:
+            self._task.cancel()
 
     async def run(self) -> None:
+        self._task = asyncio.current_task()
         try:
             await self._serve()
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
         except ProtocolError as e:
             log.warning("closing connection from %s: %s", self.peer, e)
         except (ConnectionError, asyncio.IncompleteReadError) as e:
@@ -92,14 +106,18 @@ class Connection:
                 await self._writer.wait_closed()
 
     async def _serve(self) -> None:
-        while True:
+        while not self._closing:
             data = await self._reader.read(READ_CHUNK)
             if not data:
                 return
+            self._idle = False
             for frame in self._decoder.feed(data):
                 parts = await self._respond(memoryview(frame), self.peer)
                 if parts:
                     await self._write(parts)
+                if self._closing:
+                    return
+            self._idle = True
 
     async def _write(self, parts: Sequence[Part]) -> None:
         loop = asyncio.get_running_loop()

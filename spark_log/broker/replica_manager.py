@@ -86,14 +86,16 @@ class ReplicaManager:
         """Return when any of `partitions` is appended to, or after `timeout_s`."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
+        # A timer instead of asyncio.wait_for: cancelling the fetch (shutdown) must never be
+        # swallowed by a timeout firing at the same moment.
+        timer = loop.call_later(timeout_s, _resolve, waiter)
         keys = list(partitions)
         for key in keys:
             self._waiting[key].add(waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
-        except TimeoutError:
-            pass
+            await waiter
         finally:
+            timer.cancel()
             for key in keys:
                 waiters = self._waiting.get(key)
                 if waiters is not None:
@@ -105,10 +107,14 @@ class ReplicaManager:
         waiters = self._waiting.pop(key, None)
         if waiters:
             for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+                _resolve(waiter)
 
     def wake_all(self) -> None:
         """Release every parked fetch (shutdown, topic deletion)."""
         for key in list(self._waiting):
             self._wake(key)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

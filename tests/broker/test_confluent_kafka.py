@@ -310,3 +310,18 @@ def test_data_survives_sigkill(broker: BrokerProcess) -> None:
     broker.start()
     got = consume_all(broker, [TopicPartition(name, 0, OFFSET_BEGINNING)], 200)
     assert [int(m.value()) for m in got] == list(range(200))
+
+
+def test_deleting_a_topic_removes_its_committed_offsets(shared_broker: BrokerProcess) -> None:
+    client = admin(shared_broker)
+    name, group = unique("gone"), unique("g")
+    create_topic(shared_broker, name)
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(name, 0, 5)], asynchronous=False)
+        assert consumer.committed([TopicPartition(name, 0)], timeout=10)[0].offset == 5
+        client.delete_topics([name])[name].result(30)
+        create_topic(shared_broker, name)
+        assert consumer.committed([TopicPartition(name, 0)], timeout=10)[0].offset < 0
+    finally:
+        consumer.close()

@@ -73,6 +73,7 @@ async def handle_delete_topics(ctx: Any, request: Any) -> dict[str, Any]:
               for t in getattr(request, "topics", ())]
     wanted += [(name, None) for name in getattr(request, "topic_names", ())]
     responses = []
+    deleted_names: list[str] = []
     for name, topic_id in wanted:
         response = {"name": name, "topic_id": topic_id or ZERO_UUID,
                     "error_code": ErrorCode.none, "error_message": None}
@@ -83,10 +84,13 @@ async def handle_delete_topics(ctx: Any, request: Any) -> dict[str, Any]:
                     raise KafkaError(ErrorCode.unknown_topic_id)
                 name = info.name
             deleted = broker.topics.delete(name)
+            deleted_names.append(name)
             response.update(name=name, topic_id=deleted.topic_id)
         except Exception as exc:
             response.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
         responses.append(response)
+    if deleted_names:
+        broker.groups.on_topics_deleted(deleted_names)  # tombstones for their committed offsets
     broker.replicas.wake_all()
     return {"throttle_time": 0, "responses": responses}
 
