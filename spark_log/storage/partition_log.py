@@ -27,12 +27,11 @@ from .local_log import LocalLog
 from .log_config import LogConfig
 from .log_dir_failure import LogDirFailure
 from .log_loader import load_segments
-from .log_validator import RecordValidator, ValidatedAppend, validate_append
+from .log_validator import RecordValidator, validate_append
 from .offset_lookup import OffsetLookup
-from .producer_append import ProducerAppend
+from .partition_producers import PartitionProducers
 from .producer_state import ProducerStateManager
 from .producer_state_entry import BatchMetadata, ProducerStateEntry
-from .producer_state_loader import read_marker, rebuild_producer_state
 from .retention import (
     Predicate,
     below_log_start,
@@ -99,10 +98,9 @@ class PartitionLog:
             self._log_start_offset = max(log_start_offset, loaded.segments[0].base_offset)
             self._hw = max(high_watermark, self._log_start_offset)
             self.offsets = OffsetLookup(self, record_search)
-            self._producers = ProducerStateManager(self.dir, self.name, fs)
-            self._producers_loaded = False
+            self._producers = PartitionProducers(self.dir, self.name, self._local, clock)
             if loaded.recovered:  # now, before the recovery point can pass the txn indexes
-                self._load_producer_state(loaded.recovered_from)
+                self._producers.load(loaded.recovered_from)
             if loaded.recovered:
                 self.leader_epoch_cache.truncate_from_end(self._local.log_end_offset)
                 self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
@@ -165,59 +163,36 @@ class PartitionLog:
     def failed(self) -> bool:
         return self.failure.failed
 
-    # ---- producer state -----------------------------------------------------------------
+    # ---- producer state (see partition_producers) ---------------------------------------
 
     @property
     def producer_state(self) -> ProducerStateManager:
         """The producers of this partition, loaded on first use."""
-        if not self._producers_loaded:
-            with self.failure.guard(f"loading the producer state of {self.name}"):
-                self._load_producer_state(None)
-        return self._producers
-
-    def _load_producer_state(self, recovered_from: int | None) -> None:
-        rebuild_producer_state(self._producers, self._local.segments.to_list(),
-                               log_end=self._local.log_end_offset,
-                               recovered_from=recovered_from, now_ms=self.clock.now_ms(),
-                               max_idle_ms=None)
-        self._producers_loaded = True
-
-    def first_unstable_offset(self) -> int | None:
-        """First offset of the earliest open transaction, or None."""
-        return self.producer_state.first_unstable_offset()
+        with self.failure.guard(f"loading the producer state of {self.name}"):
+            return self._producers.manager
 
     @property
     def last_stable_offset(self) -> int:
         """read_committed consumers read below this: the first offset of the earliest open
         transaction, or the high watermark if that is lower or none is open."""
         hw = self.high_watermark
-        first = self.producer_state.first_unstable_offset()
+        with self.failure.guard(f"loading the producer state of {self.name}"):
+            first = self._producers.first_unstable_offset()
         return first if first is not None and first < hw else hw
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [fetch_offset, upper_bound), from the transaction
-        indexes of the segment holding `fetch_offset` and the ones after it."""
+        """Aborted transactions overlapping [fetch_offset, upper_bound)."""
         with self.failure.guard(f"reading the transaction index of {self.name}"):
-            segments = self._local.segments
-            segment = segments.floor(fetch_offset) or segments.first
-            found: list[AbortedTxn] = []
-            while segment is not None:
-                txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
-                found += txns
-                if complete:
-                    break
-                segment = segments.higher(segment.base_offset)
-            return found
+            return self._producers.aborted_transactions(fetch_offset, upper_bound)
 
     def active_producers(self) -> list[ProducerStateEntry]:
-        return list(self.producer_state.producers.values())
+        with self.failure.guard(f"loading the producer state of {self.name}"):
+            return self._producers.active()
 
     def remove_expired_producers(self, max_idle_ms: int, now_ms: int | None = None) -> int:
         """producer.id.expiration.ms: forget idle producers; returns how many."""
-        if not self._producers_loaded:
-            return 0
         now = self.clock.now_ms() if now_ms is None else now_ms
-        return self._producers.remove_expired(now, max_idle_ms)
+        return self._producers.remove_expired(max_idle_ms, now)
 
     # ---- append and read ----------------------------------------------------------------
 
@@ -235,17 +210,11 @@ class PartitionLog:
                 records, config=local.config, origin=origin,
                 next_offset=local.log_end_offset, leader_epoch=leader_epoch, now_ms=now,
                 topic_partition=self.name, record_validator=self.record_validator)
-            single = pending = None  # producer state: checked now, applied once written
-            first = valid.headers[0]
-            if len(valid.headers) == 1 and first.producer_id >= 0 and not first.is_control:
-                duplicate = self.producer_state.check_batch(first, origin)  # a produce request
-                if duplicate is not None:
-                    return self._duplicate_info(duplicate, valid)
-                single = first
-            elif any(h.producer_id >= 0 for h in valid.headers):
-                duplicate, pending = self._check_producers(records, valid, origin)
-                if duplicate is not None:
-                    return self._duplicate_info(duplicate, valid)
+            pending = self._producers.check(records, valid, origin)  # header work only
+            if isinstance(pending, BatchMetadata):  # a retry of a batch already written
+                return self._producers.duplicate_info(
+                    pending, local.config.message_timestamp_type == "LogAppendTime",
+                    self._log_start_offset)
             epochs = self.leader_epoch_cache
             for h in valid.headers:
                 if h.partition_leader_epoch >= 0 and \
@@ -254,11 +223,9 @@ class PartitionLog:
             active = local.segments.active
             local.append(valid, now)
             if local.segments.active is not active:
-                self.producer_state.take_snapshot(valid.first_offset)
-            if single is not None:
-                self._producers.apply_batch(single)
-            elif pending is not None:
-                self._commit_producers(pending)
+                self._producers.snapshot(valid.first_offset)
+            if pending is not None:
+                self._producers.apply(pending)
         except OSError as e:
             raise self.failure.fail(f"appending to {self.name}", e) from e
         return AppendInfo(
@@ -269,48 +236,12 @@ class PartitionLog:
             batch_count=len(valid.headers), record_count=valid.record_count,
             size_bytes=valid.size)
 
-    def _check_producers(self, records: Buffer, valid: ValidatedAppend, origin: AppendOrigin
-                         ) -> tuple[BatchMetadata | None, ProducerAppend | None]:
-        """(the batch a client retry duplicates, None) or (None, the producer state update)."""
-        producers = self.producer_state
-        if origin is AppendOrigin.CLIENT:  # one batch: a retry of one of the last five?
-            duplicate = producers.find_duplicate(valid.headers[0])
-            if duplicate is not None:
-                return duplicate, None
-        markers = {}
-        position = 0
-        for h in valid.headers:
-            if h.is_control:
-                marker = read_marker(memoryview(records)[position : position + h.size])
-                if marker is not None:
-                    markers[h.base_offset] = marker
-            position += h.size
-        return None, producers.prepare(valid.headers, origin, markers)
-
-    def _commit_producers(self, pending: ProducerAppend) -> None:
-        end = self._local.log_end_offset
-        segment = self._local.segments.active
-        for txn, lso in self._producers.commit(pending, end):
-            segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset,
-                                                txn.last_offset, lso))
-
-    def _duplicate_info(self, duplicate: BatchMetadata, valid: ValidatedAppend) -> AppendInfo:
-        """Kafka's answer to a retry: the offsets the batch got the first time, nothing
-        written."""
-        log_append = self.config.message_timestamp_type == "LogAppendTime"
-        return AppendInfo(
-            first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
-            max_timestamp=duplicate.timestamp, offset_of_max_timestamp=duplicate.last_offset,
-            log_append_time=duplicate.timestamp if log_append else -1,
-            log_start_offset=self._log_start_offset, batch_count=0, record_count=0,
-            size_bytes=0)
-
     def roll(self) -> Segment:
         """Start a new active segment at the log end offset."""
         with self.failure.guard(f"rolling {self.name}"):
             end = self._local.log_end_offset
             segment = self._local.roll(end)
-            self.producer_state.take_snapshot(end)
+            self._producers.snapshot(end)
             return segment
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
@@ -388,7 +319,7 @@ class PartitionLog:
             assert following is not None
             self._increment_log_start_offset(following.base_offset)
             local.remove_segments(doomed, reason)
-            self._producers.delete_snapshots_before(following.base_offset)
+            self._producers.segments_deleted(following.base_offset)
         return len(doomed)
 
     def _increment_log_start_offset(self, offset: int) -> None:
@@ -424,7 +355,7 @@ class PartitionLog:
             self.leader_epoch_cache.truncate_from_end(end)
             self._log_start_offset = min(self._log_start_offset, end)
             self._hw = min(self._hw, end)
-            self._load_producer_state(end)  # snapshots past the end go; the rest is replayed
+            self._producers.load(end)  # snapshots past the end go; the rest is replayed
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -436,8 +367,7 @@ class PartitionLog:
         self._local.truncate_fully(offset)
         self.leader_epoch_cache.clear()
         self._log_start_offset = self._hw = offset
-        self._producers.truncate_fully(offset)
-        self._producers_loaded = True
+        self._producers.truncated_fully(offset)
 
     # ---- durability and lifecycle -------------------------------------------------------
 
@@ -460,8 +390,8 @@ class PartitionLog:
             self.release()
             return
         with self.failure.guard(f"closing {self.name}"):
-            if self._producers_loaded or self._local.is_end_known:
-                self.producer_state.take_snapshot(self._local.log_end_offset)
+            if self._producers.loaded or self._local.is_end_known:
+                self._producers.snapshot(self._local.log_end_offset)
             self._local.close()
 
     def release(self) -> None:
