@@ -334,3 +334,23 @@ def test_describe_answers_for_ids_without_an_open_transaction(txn_broker) -> Non
         with pytest.raises(TransactionError) as unknown:
             client.describe(unique("never-used"))
         assert unknown.value.code == ErrorCode.transactional_id_not_found
+
+
+def test_write_txn_markers_ends_a_transaction_for_tools(txn_broker) -> None:  # type: ignore
+    topic = unique("markers")
+    create_topic(txn_broker.bootstrap, topic)
+    pid = 900_000  # a producer no coordinator knows: only the partition's state matters
+    with RawClient(txn_broker.bootstrap) as client:
+        batch = raw_batch([b"x", b"y"], producer_id=pid, epoch=0, sequence=0,
+                          transactional=True)
+        assert raw_produce(client, topic, batch).error_code == ErrorCode.none
+        assert list_offset(client, topic, committed=True) == 0
+        response = client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
+            "producer_id": pid, "producer_epoch": 0, "transaction_result": False,
+            "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]})
+        (partition,) = response.markers[0].topics[0].partitions
+        assert partition.error_code == ErrorCode.none
+        assert list_offset(client, topic, committed=True) == 3
+    assert read_values(txn_broker.bootstrap, topic, idle_s=0.3) == []
+    assert read_values(txn_broker.bootstrap, topic, committed=False, expect=2, idle_s=0.3) == \
+        [b"x", b"y"]
