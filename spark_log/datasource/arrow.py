@@ -73,26 +73,71 @@ class BatchBuilder:
         self._value_type = self.schema.field("value").type
 
     def build(self, topic: str, partition: int, msgs: Sequence[Any]) -> pa.RecordBatch:
+        from confluent_kafka import Message
+
         n = len(msgs)
-        keys = [m.key() for m in msgs]
-        values = [m.value() for m in msgs]
+        keys: list[Any] = list(map(Message.key, msgs))
+        values: list[Any] = list(map(Message.value, msgs))
         if self.key_decoder is not None:
             keys = self.key_decoder(keys)
         if self.value_decoder is not None:
             values = self.value_decoder(values)
-        stamps = [m.timestamp() for m in msgs]
+        types, stamps = zip(*map(Message.timestamp, msgs), strict=True)
         columns = [
             pa.array(keys, self._key_type),
             pa.array(values, self._value_type),
             pa.repeat(pa.scalar(topic, pa.string()), n),
             pa.repeat(pa.scalar(partition, pa.int32()), n),
-            pa.array([m.offset() for m in msgs], pa.int64()),
-            pa.array([s[1] * 1000 if s[0] else None for s in stamps], pa.int64()).cast(TIMESTAMP),
-            pa.array([_TS_TYPE[s[0]] for s in stamps], pa.int32()),
+            pa.array(list(map(Message.offset, msgs)), pa.int64()),
+            _timestamps(stamps, types),
+            _timestamp_types(types, n),
         ]
         if self.include_headers:
-            columns.append(pa.array([_headers(m.headers()) for m in msgs], HEADERS))
+            columns.append(pa.array([_headers(h) for h in map(Message.headers, msgs)], HEADERS))
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+    def build_columns(self, topic: str, partition: int, cols: Any, lo: int, hi: int
+                      ) -> pa.RecordBatch:
+        """Records lo..hi (indexes) of decoded `columnar.Columns` as a batch of the schema."""
+        n = hi - lo
+        keys: Any = cols.keys.slice(lo, n)
+        values: Any = cols.values.slice(lo, n)
+        if self.key_decoder is not None:
+            keys = pa.array(self.key_decoder(keys.to_pylist()), self._key_type)
+        if self.value_decoder is not None:
+            values = pa.array(self.value_decoder(values.to_pylist()), self._value_type)
+        stamps = pa.array(cols.timestamps[lo:hi] * 1000, pa.int64()).cast(TIMESTAMP)
+        types = cols.timestamp_types[lo:hi]
+        columns = [
+            keys, values,
+            pa.repeat(pa.scalar(topic, pa.string()), n),
+            pa.repeat(pa.scalar(partition, pa.int32()), n),
+            pa.array(cols.offsets[lo:hi], pa.int64()),
+            stamps,
+            pa.array(types, pa.int32()),
+        ]
+        if self.include_headers:
+            columns.append(pa.array([[{"key": k, "value": v} for k, v in h]
+                                     for h in cols.headers[lo:hi]], HEADERS))
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+def _timestamps(stamps: Sequence[int], types: Sequence[int]) -> pa.Array:
+    """Milliseconds -> timestamp[us, UTC]; null where the record has no timestamp."""
+    import pyarrow.compute as pc
+
+    millis = pa.array(stamps, pa.int64())
+    if 0 in types:
+        millis = pc.if_else(pc.equal(pa.array(types, pa.int8()), 0), None, millis)
+    return pc.multiply(millis, 1000).cast(TIMESTAMP)
+
+
+def _timestamp_types(types: Sequence[int], n: int) -> pa.Array:
+    first = types[0]
+    if types.count(first) == n:
+        return pa.repeat(pa.scalar(_TS_TYPE[first], pa.int32()), n)
+    return pa.array([_TS_TYPE[t] for t in types], pa.int32())
 
 
 def _headers(headers: list[tuple[str, bytes | None]] | None) -> list[dict[str, Any]]:

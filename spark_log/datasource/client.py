@@ -45,8 +45,10 @@ def base_conf(bootstrap: str, kafka_conf: Mapping[str, str]) -> dict[str, Any]:
 def consumer_conf(bootstrap: str, kafka_conf: Mapping[str, str]) -> dict[str, Any]:
     conf = base_conf(bootstrap, kafka_conf)
     conf.setdefault("isolation.level", "read_committed")
+    # Keep a deep prefetch queue of moderate fetches: measured fastest (bench/datasource_read).
     conf.setdefault("fetch.max.bytes", 52_428_800)
-    conf.setdefault("max.partition.fetch.bytes", 10_485_760)
+    conf.setdefault("max.partition.fetch.bytes", 2_097_152)
+    conf.setdefault("queued.min.messages", 1_000_000)
     conf.setdefault("queued.max.messages.kbytes", 262_144)
     conf.setdefault("fetch.wait.max.ms", 100)
     conf.pop("group.id", None)

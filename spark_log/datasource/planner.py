@@ -113,7 +113,9 @@ def _share(weights: Mapping[TopicPartition, float], limit: int) -> dict[TopicPar
     quota = {tp: min(math.floor(x), math.ceil(weights[tp]))
              for tp, x in exact.items()}
     spare = limit - sum(quota.values())
-    for tp in sorted(exact, key=lambda t: (exact[t] - quota[t]), reverse=True):
+    # Spare offsets go first to partitions that got none (so none starves), then by the
+    # largest remainder.
+    for tp in sorted(exact, key=lambda t: (quota[t] > 0, quota[t] - exact[t])):
         if spare <= 0:
             break
         if quota[tp] < weights[tp]:
