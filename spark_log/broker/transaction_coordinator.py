@@ -81,16 +81,28 @@ class TransactionCoordinator:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _load_all(self) -> None:
+        preparing: list[TransactionMetadata] = []
         for partition in sorted(self.state.loading):
             try:
-                preparing = await self.state.load(partition)
-                for metadata in preparing:  # decided before the restart: finish them
-                    self._finish(metadata)
+                preparing += await self.state.load(partition)
             except Exception:
                 log.exception("Loading %s-%d failed", TRANSACTION_STATE_TOPIC, partition)
-            self.state.loading.discard(partition)
+            self.state.loading.discard(partition)  # preparing ids answer CONCURRENT_...
         log.info("Loaded %d transactional ids from %s", len(self.transactions),
                  TRANSACTION_STATE_TOPIC)
+        await self._groups_loaded()
+        for metadata in preparing:  # decided before the restart: finish them
+            try:
+                self._finish(metadata)
+            except Exception:
+                log.exception("Finishing the transaction of %s failed",
+                              metadata.transactional_id)
+
+    async def _groups_loaded(self) -> None:
+        """Markers for __consumer_offsets must wait until the group coordinator has replayed
+        it, or the pending offsets it replays later would miss their marker."""
+        while not self.broker.groups.loaded():
+            await asyncio.sleep(0.01)
 
     def loaded(self) -> bool:
         return not self.state.loading
@@ -123,6 +135,8 @@ class TransactionCoordinator:
         """(producer id, epoch) for a transactional producer: bumps the epoch (fencing any
         older producer of the id and aborting its open transaction), or a new producer id once
         the epoch is exhausted. Raises KafkaError."""
+        if not transactional_id:
+            raise KafkaError(ErrorCode.invalid_request, "transactional id must not be empty")
         if not 0 < timeout_ms <= self.config.get("transaction.max.timeout.ms"):
             raise KafkaError(ErrorCode.invalid_transaction_timeout)
         self.ensure_ready(transactional_id)
@@ -234,7 +248,7 @@ class TransactionCoordinator:
     def abort_timed_out_transactions(self) -> None:
         """Abort (with an epoch bump that fences the producer) every transaction open longer
         than its timeout, and retry the markers of transactions stuck preparing."""
-        if not self._active:
+        if not self._active or not self.broker.groups.loaded():
             return
         now = self.clock.now_ms()
         for metadata in list(self.transactions.values()):

@@ -92,6 +92,8 @@ class PartitionProducers:
         for txn, lso in self._manager.commit(pending.update, self.local.log_end_offset):
             segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset,
                                                 txn.last_offset, lso))
+            if self.local.recovery_point > txn.last_offset:  # flush.messages already synced
+                segment.txn_index.flush()  # the marker: its index entry must be durable too
 
     @staticmethod
     def duplicate_info(duplicate: BatchMetadata, log_append_time: bool, log_start_offset: int
