@@ -120,15 +120,6 @@ class TransactionCoordinator:
         if self.state.is_loading(transactional_id):
             raise KafkaError(ErrorCode.coordinator_load_in_progress)
 
-    def find_coordinator(self, transactional_id: str) -> ErrorCode:
-        """FindCoordinator for a transactional id: create the topic on first use."""
-        try:
-            self.ensure_ready(transactional_id or "-")
-        except KafkaError as e:
-            if e.code != ErrorCode.coordinator_load_in_progress:
-                return e.code
-        return ErrorCode.none
-
     # ---- InitProducerId ---------------------------------------------------------------------
     def init_producer_id(self, transactional_id: str, timeout_ms: int,
                          expected: ProducerIdAndEpoch | None) -> tuple[int, int]:
