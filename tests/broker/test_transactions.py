@@ -122,7 +122,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(txn_broker) -> None
 def test_a_killed_producers_transaction_is_aborted_after_its_timeout(txn_broker) -> None:  # type: ignore
     topic = unique("abandon")
     create_topic(txn_broker.bootstrap, topic)
-    proc = child("open", txn_broker.bootstrap, topic, unique("abandon"), "20", "2000")
+    proc = child("open", txn_broker.bootstrap, topic, unique("abandon"), "20", "4000")
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     finally:
