@@ -7,8 +7,9 @@ ratio to the read.
 
 Responsiveness: while a round runs, a task on the same event loop sleeps 1 ms in a loop and
 records how late it wakes (what a request waiting on the loop would suffer), for each driver:
-`ThreadDriver` (work on a worker thread) and `InlineDriver` (work on the loop, yielding every
-2 ms); and with no cleaning, as the baseline.
+`ThreadDriver` (work on a worker thread that lets the GIL go every millisecond), the same
+holding the GIL for the interpreter's 5 ms switch interval, and `InlineDriver` (work on the
+loop, yielding every 2 ms); and with no cleaning, as the baseline.
 
 Usage, from the repository root: PYTHONPATH=. python bench/log_cleaner.py [--mib N] [--repeat N]
 """
@@ -25,7 +26,7 @@ import time
 
 from spark_log.clock import SYSTEM_CLOCK
 from spark_log.records import Record, build_batch
-from spark_log.storage import LogConfig, LogManager
+from spark_log.storage import LogConfig, LogManager, log_cleaner
 from spark_log.storage.log_cleaner import Driver, InlineDriver, LogCleaner, ThreadDriver
 
 KEYS = 10_000
@@ -161,8 +162,13 @@ def main() -> None:
         print(f"cleaning round (wall time): {clean_rate:8.1f} MiB/s, "
               f"ratio {clean_rate / read_rate:.4f}")
         print(f"cleaning round (CPU time):  {dirty / min(cpus):8.1f} MiB/s")
-        for name, driver in (("thread", thread), ("inline", InlineDriver())):
+        for name, driver, gil_slice in (
+                ("thread", thread, log_cleaner.THREAD_SLICE_S),
+                ("thread, GIL held for 5 ms turns", thread, float("inf")),
+                ("inline", InlineDriver(), log_cleaner.THREAD_SLICE_S)):
+            log_cleaner.THREAD_SLICE_S, kept = gil_slice, log_cleaner.THREAD_SLICE_S
             elapsed, p50, p99, worst = measure_lateness(source, scratch, driver, args.repeat)
+            log_cleaner.THREAD_SLICE_S = kept
             print(f"{name} driver: round {elapsed:.2f} s; loop lateness p50 {p50:.2f} ms, "
                   f"p99 {p99:.2f} ms, max {worst:.2f} ms (medians)")
         idle = baseline_lags(2.0)
