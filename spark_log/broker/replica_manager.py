@@ -76,9 +76,11 @@ class ReplicaManager:
                              ) -> list[dict[str, int]]:
         """(producer id, first offset) of the aborted transactions overlapping the batches a
         read_committed fetch returns, for the consumer to drop their records."""
-        end = slice_next_offset(records)
-        if end is None:
+        if records.size == 0:
             return []
+        end = slice_next_offset(records)
+        if end is None:  # unreadable slice: a looser bound lists more, never fewer
+            end = target.last_stable_offset
         return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
                 for t in target.aborted_transactions(fetch_offset, end)]
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from spark_log.records.batch_header import BatchHeader, iter_headers
+from spark_log.records.errors import CorruptRecordError
 
 from .filesystem import DEFAULT_FS, Buffer, FileSystem
 
@@ -84,17 +85,21 @@ EMPTY_SLICE = FetchSlice(None, 0, 0)
 
 
 def slice_next_offset(records: FetchSlice) -> int | None:
-    """The offset after the last batch of a slice (None if empty), walking its headers through
-    a map of just that range: what bounds the aborted transactions a fetch must list."""
+    """The offset after the last batch of a slice, walking its headers through a map of just
+    that range: what bounds the aborted transactions a fetch must list. None if the slice is
+    empty or no longer readable whole (the file was truncated since it was cut)."""
     if records.handle is None or records.size == 0:
         return None
     start = records.position - records.position % mmap.ALLOCATIONGRANULARITY
-    mm = mmap.mmap(records.handle.fd, records.position + records.size - start,
-                   prot=mmap.PROT_READ, offset=start)
     last = None
-    for _, header in iter_headers(mm, records.position - start):
-        last = header
-    del mm  # unmapped once the header walk has let go of it
+    try:
+        mm = mmap.mmap(records.handle.fd, records.position + records.size - start,
+                       prot=mmap.PROT_READ, offset=start)
+        for _, header in iter_headers(mm, records.position - start):
+            last = header
+        del mm  # unmapped once the header walk has let go of it
+    except (ValueError, OSError, CorruptRecordError):
+        return None
     return last.next_offset if last is not None else None
 
 
