@@ -8,7 +8,7 @@ import os
 import pytest
 
 from spark_log.clock import ManualClock
-from spark_log.records.batch_header import CONTROL_BIT, TRANSACTIONAL_BIT
+from spark_log.records.batch_header import CONTROL_BIT, TRANSACTIONAL_BIT, iter_headers
 from spark_log.records.control_record import (
     ControlRecordType,
     EndTransactionMarker,
@@ -22,6 +22,7 @@ from spark_log.storage.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from spark_log.storage.file_records import EMPTY_SLICE, slice_next_offset
 from spark_log.storage.log_config import LogConfig
 from spark_log.storage.partition_log import PartitionLog
 from spark_log.storage.producer_snapshot import decode, encode, list_snapshots
@@ -232,3 +233,14 @@ def test_idle_producers_expire_but_not_inside_a_transaction(tmp_path) -> None:  
     assert log.remove_expired_producers(1000) == 1
     assert [e.producer_id for e in log.active_producers()] == [2]
     assert produce(log, 5, pid=1)  # unknown again: any sequence is accepted
+
+
+def test_a_fetch_slice_knows_the_offset_after_its_last_batch(log) -> None:  # type: ignore
+    for seq in range(0, 40, 4):
+        produce(log, seq, 4)
+    part = log.read(13, 300)  # from the batch holding 13, whole batches within 300 bytes
+    headers = [h for _, h in iter_headers(part.read_bytes())]
+    assert 1 < len(headers) < 10
+    assert slice_next_offset(part) == headers[-1].next_offset
+    assert slice_next_offset(log.read(0, 10**6)) == log.log_end_offset == 40
+    assert slice_next_offset(EMPTY_SLICE) is None
