@@ -244,3 +244,18 @@ def test_a_fetch_slice_knows_the_offset_after_its_last_batch(log) -> None:  # ty
     assert slice_next_offset(part) == headers[-1].next_offset
     assert slice_next_offset(log.read(0, 10**6)) == log.log_end_offset == 40
     assert slice_next_offset(EMPTY_SLICE) is None
+
+
+def test_an_aborted_transaction_spanning_segments_is_found_from_its_first_one(tmp_path, clock  # type: ignore
+                                                                            ) -> None:
+    log = open_log(tmp_path, small_config(**{"internal.segment.bytes": "1024"}), clock)
+    first, _ = produce(log, 0, txn=True)
+    for seq in range(1, 30):
+        produce(log, seq, txn=True)
+        produce(log, seq - 1, pid=7)  # interleaved plain data from another producer
+    end = marker(log, commit=False)
+    assert len(log.segments) > 2
+    found = log.aborted_transactions(first + 1, first + 2)
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in found] == \
+        [(PID, first, end)]
+    assert log.aborted_transactions(end + 1, end + 2) == []
