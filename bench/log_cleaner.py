@@ -9,7 +9,7 @@ Responsiveness: while a round runs, a task on the same event loop sleeps 1 ms in
 records how late it wakes (what a request waiting on the loop would suffer), for each driver:
 `ThreadDriver` (work on a worker thread that lets the GIL go every millisecond), the same
 holding the GIL for the interpreter's 5 ms switch interval, and `InlineDriver` (work on the
-loop, yielding every 2 ms); and with no cleaning, as the baseline.
+loop, yielding every 0.5 ms); and with no cleaning, as the baseline.
 
 Usage, from the repository root: PYTHONPATH=. python bench/log_cleaner.py [--mib N] [--repeat N]
 """
