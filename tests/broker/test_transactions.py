@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from spark_log.client.transactions import TransactionClient, TransactionError
 from spark_log.protocol import ErrorCode
@@ -199,18 +199,31 @@ def test_consume_transform_produce_is_exactly_once_across_sigkills(txn_broker) -
     assert set(counts) == {b"out-%d" % i for i in range(records)}
 
 
+def committed_offset(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "isolation.level": "read_committed"})
+    try:
+        return consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    finally:
+        consumer.close()
+
+
 def test_kafka_python_transactional_producer(txn_broker) -> None:  # type: ignore
     from kafka import KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.structs import OffsetAndMetadata
 
-    topic = unique("kp")
+    topic, group = unique("kp"), unique("kp-group")
     create_topic(txn_broker.bootstrap, topic)
     producer = KafkaProducer(bootstrap_servers=txn_broker.bootstrap,
                              transactional_id=unique("kp"))
     producer.init_transactions()
-    for kind in (b"keep", b"drop"):
+    for kind, offset in ((b"keep", 5), (b"drop", 9)):
         producer.begin_transaction()
         for i in range(20):
             producer.send(topic, value=kind + b"-%d" % i)
+        producer.send_offsets_to_transaction(
+            {KafkaTopicPartition(topic, 0): OffsetAndMetadata(offset, "", -1)}, group)
         if kind == b"keep":
             producer.commit_transaction()
         else:
@@ -218,12 +231,15 @@ def test_kafka_python_transactional_producer(txn_broker) -> None:  # type: ignor
     producer.close()
     assert read_values(txn_broker.bootstrap, topic, expect=20, idle_s=0.5) == \
         [b"keep-%d" % i for i in range(20)]
+    assert committed_offset(txn_broker.bootstrap, group, topic) == 5  # the aborted 9 is not
 
 
 def test_aiokafka_transactional_producer(txn_broker) -> None:  # type: ignore
     from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import OffsetAndMetadata
+    from aiokafka.structs import TopicPartition as AioTopicPartition
 
-    topic = unique("aio")
+    topic, group = unique("aio"), unique("aio-group")
     create_topic(txn_broker.bootstrap, topic)
 
     async def run() -> None:
@@ -234,6 +250,8 @@ def test_aiokafka_transactional_producer(txn_broker) -> None:  # type: ignore
             async with producer.transaction():
                 for i in range(20):
                     await producer.send(topic, value=b"keep-%d" % i)
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition(topic, 0): OffsetAndMetadata(7, "")}, group)
             await producer.begin_transaction()
             for i in range(20):
                 await producer.send(topic, value=b"drop-%d" % i)
@@ -244,6 +262,7 @@ def test_aiokafka_transactional_producer(txn_broker) -> None:  # type: ignore
     asyncio.run(run())
     assert read_values(txn_broker.bootstrap, topic, expect=20, idle_s=0.5) == \
         [b"keep-%d" % i for i in range(20)]
+    assert committed_offset(txn_broker.bootstrap, group, topic) == 7
 
 
 def test_another_connection_can_end_a_transaction_given_its_producer_id_and_epoch(
