@@ -224,3 +224,29 @@ def test_state_table_allows_only_kafkas_transitions() -> None:
     assert VALID_PREVIOUS[TxnState.COMPLETE_ABORT] == {TxnState.PREPARE_ABORT}
     assert TxnState.PREPARE_EPOCH_FENCE.display_name == "PrepareEpochFence"
     assert TxnState.from_display_name("CompleteCommit") is TxnState.COMPLETE_COMMIT
+
+
+@in_loop
+async def test_markers_that_cannot_be_written_are_retried_meanwhile_concurrent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark_log.broker import transaction_coordinator as module
+
+    async with running(tmp_path, wall_clock()) as broker:
+        c = broker.transactions
+        pid, epoch = open_transaction(c, broker)
+        real = module.write_markers
+        monkeypatch.setattr(module, "write_markers",
+                            lambda b, partitions, *a: set(partitions))  # every write fails
+        c.end_transaction(TID, pid, epoch, True)  # the decision is durable: NONE
+        assert c.transactions[TID].state == TxnState.PREPARE_COMMIT
+        assert error_of(lambda: c.end_transaction(TID, pid, epoch, True)) == \
+            ErrorCode.concurrent_transactions
+        assert error_of(lambda: c.add_partitions(TID, pid, epoch, [(TOPIC, 0)])) == \
+            ErrorCode.concurrent_transactions
+        assert error_of(lambda: c.init_producer_id(TID, 1000, None)) == \
+            ErrorCode.concurrent_transactions
+        assert lso(broker) == 0
+        monkeypatch.setattr(module, "write_markers", real)
+        c.abort_timed_out_transactions()  # the periodic task retries
+        assert c.transactions[TID].state == TxnState.COMPLETE_COMMIT
+        assert lso(broker) == 2
