@@ -45,7 +45,7 @@ SPARK_SINK_OPTIONS = ("topic", "includeHeaders")
 CLIENT_OPTIONS = ("bootstrap.servers", "dataDir", "clientTimeoutMs")
 AVRO_OPTIONS = ("valueFormat", "keyFormat", "avroSchema", "valueAvroSchema", "keyAvroSchema",
                 "avroSchemaId", "keyAvroSchemaId", "avroWireFormat")
-PYLOG_SOURCE_OPTIONS = ("groupId", "commitOffsets", "maxBytesPerTrigger")
+PYLOG_SOURCE_OPTIONS = ("groupId", "commitOffsets", "maxBytesPerTrigger", "directFetch")
 # Keys Spark itself may pass along with the user's options.
 SPARK_INTERNAL = ("path", "checkpointLocation", "queryName")
 
@@ -150,6 +150,7 @@ class SourceOptions:
     group_id: str | None = None
     group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
     commit_offsets: bool = True
+    direct_fetch: bool = True
     raw: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -438,6 +439,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         group_id=_group_id(options, client),
         group_id_prefix=_get(options, "groupIdPrefix") or DEFAULT_GROUP_ID_PREFIX,
         commit_offsets=parse_bool(options, "commitOffsets", True),
+        direct_fetch=parse_bool(options, "directFetch", True),
         raw={k.lower(): str(v) for k, v in options.items()},
     )
 

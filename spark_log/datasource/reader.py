@@ -45,7 +45,7 @@ class PylogBatchReader(DataSourceReader):
     def _task(self, r: OffsetRange) -> RangePartition:
         return RangePartition(r.topic, r.partition, r.start, r.end, self.bootstrap,
                               dict(self.opts.client.kafka_conf), self.opts.fail_on_data_loss,
-                              self.opts.poll_timeout_ms)
+                              self.opts.poll_timeout_ms, self.opts.direct_fetch)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, RangePartition):

@@ -158,7 +158,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ranges.append(OffsetRange(tp[0], tp[1], first, stop))
         o = self.opts
         return [RangePartition(r.topic, r.partition, r.start, r.end, self.bootstrap,
-                               dict(o.client.kafka_conf), o.fail_on_data_loss, o.poll_timeout_ms)
+                               dict(o.client.kafka_conf), o.fail_on_data_loss, o.poll_timeout_ms,
+                               o.direct_fetch)
                 for r in split_ranges(ranges, o.min_partitions, o.max_records_per_partition)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

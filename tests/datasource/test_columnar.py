@@ -28,7 +28,7 @@ def batches(draw: st.DrawFn) -> tuple[bytes, list[Record]]:
         records
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(batches(), min_size=1, max_size=3), st.booleans())
 def test_columns_equal_the_reference_decoder(parts: list[tuple[bytes, list[Record]]],
                                              with_headers: bool) -> None:
