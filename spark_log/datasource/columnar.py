@@ -4,9 +4,10 @@ A v2 records section is a run of variable-length records whose field widths are 
 only the record boundaries need a sequential scan (one short Python loop over length prefixes);
 every field after that is decoded for all records at once with numpy (varints of all records in
 at most ten vector steps), and keys and values are joined into Arrow binary buffers with one
-memcpy per record (cheaper than a numpy byte gather for values over a few bytes). Headers, rare in practice, are decoded per record. Control batches are skipped;
-compressed batches are decompressed by `spark_log.records`. Malformed input raises
-`CorruptRecordError`, which makes the caller fall back to the full client.
+memcpy per record (cheaper than a numpy byte gather for values over a few bytes). Headers,
+rare in practice, are decoded per record. Control batches are skipped; compressed batches are
+decompressed by `spark_log.records`. Malformed input raises `CorruptRecordError`, which makes
+the caller fall back to the full client.
 """
 
 from __future__ import annotations
