@@ -5,9 +5,10 @@ rewrite each group into one cleaned segment.
 A round is planned on the thread that owns the log (`plan_round`): it snapshots the segments to
 read, each with an open handle on its .log file, so the work itself (`build_offset_map`,
 `clean_group`) touches no shared state and can run on a worker thread while the log keeps
-serving appends and reads. Both are generators that yield after each chunk of input, so a
-driver can also run them inline on an event loop; their return value is the result. Swapping a
-cleaned segment in is the owner's job (`PartitionLog.replace_segments`).
+serving appends and reads. Both are generators that yield after each batch, so a driver can
+also run them inline on an event loop; their return value is the result. The cleaned segment
+they build belongs to the worker until it is returned; swapping it in is the owner's job
+(`PartitionLog.replace_segments`).
 
 Reads go through `os.pread` into private buffers (never an mmap of a file another thread may
 truncate), a chunk of whole batches at a time; a batch larger than the chunk is read whole.
@@ -93,7 +94,9 @@ class CleaningRound:
     the log only sets `abort` (a threading.Event) while the work runs.
     """
 
-    log: PartitionLog
+    log: PartitionLog  # never touched by the worker; compared and swapped into by the owner
+    directory: str
+    name: str
     config: LogConfig
     clock: Clock
     fs: FileSystem
@@ -107,13 +110,9 @@ class CleaningRound:
     abort: threading.Event = field(default_factory=threading.Event)
     stats: CleanerStats = field(default_factory=CleanerStats)
 
-    @property
-    def directory(self) -> str:
-        return self.log.dir
-
     def check_done(self) -> None:
         if self.abort.is_set():
-            raise CleaningAborted(f"cleaning of {self.log.name} aborted")
+            raise CleaningAborted(f"cleaning of {self.name} aborted")
 
 
 def plan_round(candidate: LogToClean, *, clock: Clock, policy: BatchPolicyFactory
@@ -136,7 +135,8 @@ def plan_round(candidate: LogToClean, *, clock: Clock, policy: BatchPolicyFactor
     holding = next((s for s in sources if s.next_offset > first_dirty), None)
     position = holding.segment.offset_index.lookup(first_dirty).position if holding else 0
     return CleaningRound(
-        partition_log, partition_log.config, clock, partition_log.fs, clock.now_ms(),
+        partition_log, partition_log.dir, partition_log.name, partition_log.config, clock,
+        partition_log.fs, clock.now_ms(),
         first_dirty, end, position, sources,
         policy(partition_log, first_dirty, end), policy(partition_log, 0, end))
 
