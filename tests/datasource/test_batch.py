@@ -331,3 +331,24 @@ def test_unreachable_broker_names_the_address(spark) -> None:
           .option("subscribe", "t").option("clientTimeoutMs", "5000").load())
     with pytest.raises(Exception, match=f"Cannot reach the Kafka cluster at {address}"):
         df.count()
+
+
+def test_direct_fetch_and_consumer_paths_read_the_same_rows(spark, shared_broker: BrokerProcess
+                                                            ) -> None:
+    from confluent_kafka import Producer
+
+    topic = create_topic(shared_broker, unique("paths"), partitions=2)
+    for codec in ("none", "lz4", "zstd"):
+        producer = Producer({"bootstrap.servers": shared_broker.bootstrap,
+                             "compression.type": codec, "linger.ms": 5})
+        for i in range(500):
+            producer.produce(topic, value=None if i % 97 == 0 else f"{codec}-{i}" * (i % 7),
+                             key=None if i % 3 else f"k{i}",
+                             headers=[("h", f"{i}".encode()), ("n", None)] if i % 5 == 0
+                             else None)
+        assert producer.flush(30) == 0
+    direct = read(spark, shared_broker, subscribe=topic, includeHeaders="true")
+    consumer = read(spark, shared_broker, subscribe=topic, includeHeaders="true",
+                    directFetch="false")
+    assert direct.count() == 1500
+    assert_df_equality(direct, consumer, ignore_row_order=True)
