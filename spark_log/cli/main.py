@@ -1,7 +1,9 @@
 """The `spark-log` command: one subcommand per tool, with the flags of Kafka's own tools.
 
-Subcommands register themselves from their modules (`broker` runs a broker in the foreground);
-a bad flag or a failing command prints one clear line to stderr and exits non-zero.
+Command families register themselves from their modules (`broker` runs a broker in the
+foreground; `topics`, `produce`, `consume`, `groups`, `dump-log`, `perf` and `sidecar` are the
+tools). A bad flag exits 2 (argparse's convention); a failing command prints one `error:` line
+to stderr and exits 1; Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -9,11 +11,21 @@ from __future__ import annotations
 import argparse
 import sys
 
+from confluent_kafka import KafkaException
+
 from spark_log import __version__
-from spark_log.broker.__main__ import run as run_broker
 from spark_log.broker.launch_options import add_broker_arguments
 
+from .consume import add_consume_parser
+from .dump_log import add_dump_log_parser
+from .errors import EXIT_FAILURE, CliError, kafka_error_text
+from .groups import add_groups_parser
 from .perf import add_perf_parser
+from .produce import add_produce_parser
+from .sidecar_command import add_sidecar_parser
+from .topics import add_topics_parser
+
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,14 +38,38 @@ def build_parser() -> argparse.ArgumentParser:
                                              "logging to stderr; SIGTERM or SIGINT stops it "
                                              "cleanly.")
     add_broker_arguments(broker)
-    broker.set_defaults(run=run_broker)
+    broker.set_defaults(run=_run_broker)
+    add_topics_parser(commands)
+    add_produce_parser(commands)
+    add_consume_parser(commands)
+    add_groups_parser(commands)
+    add_dump_log_parser(commands)
     add_perf_parser(commands)
+    add_sidecar_parser(commands)
     return parser
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    from spark_log.broker.__main__ import run  # the broker's modules load only for `broker`
+
+    return run(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.run(args) or 0)
+    try:
+        return int(args.run(args) or 0)
+    except CliError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KafkaException as exc:
+        print(f"error: {kafka_error_text(exc)}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        sys.stderr.close()  # a reader such as `head` went away: not an error
+        return 0
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 `perf produce` sends `--num-records` records of `--record-size` bytes with librdkafka, optionally
 throttled to `--throughput` records/s, and prints records/s, MB/s and latency percentiles
-(latency = send to delivery report, as kafka-producer-perf-test measures it). `perf consume`
+(latency = send to delivery report, as kafka-producer-perf-test measures it); the topic must
+exist. `perf consume`
 reads `--messages` records from the beginning and prints MB/s and records/s. `--json` prints one
-JSON object instead, for scripts and benchmarks.
+JSON object instead, for scripts and benchmarks. Without `--bootstrap-server` both use the
+sidecar broker, as every `spark-log` tool does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+
+from .connect import add_connection_arguments, connect, partition_count
 
 
 @dataclass
@@ -135,7 +139,6 @@ def add_perf_parser(commands: Any) -> None:
     perf = commands.add_parser("perf", help="measure produce and consume throughput")
     kinds = perf.add_subparsers(dest="perf_command", metavar="KIND", required=True)
     produce = kinds.add_parser("produce", help="like kafka-producer-perf-test")
-    produce.add_argument("--bootstrap-server", required=True)
     produce.add_argument("--topic", required=True)
     produce.add_argument("--num-records", type=int, required=True)
     produce.add_argument("--record-size", type=int, default=100)
@@ -143,20 +146,24 @@ def add_perf_parser(commands: Any) -> None:
                          help="records/s to aim at; -1 for as fast as possible")
     produce.add_argument("--producer-props", nargs="*", default=[], metavar="KEY=VALUE")
     produce.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_arguments(produce)
     produce.set_defaults(run=_produce_command)
     consume = kinds.add_parser("consume", help="like kafka-consumer-perf-test")
-    consume.add_argument("--bootstrap-server", required=True)
     consume.add_argument("--topic", required=True)
     consume.add_argument("--messages", type=int, required=True)
     consume.add_argument("--consumer-props", nargs="*", default=[], metavar="KEY=VALUE")
     consume.add_argument("--timeout", type=float, default=60.0, help="seconds to wait at most")
     consume.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_arguments(consume)
     consume.set_defaults(run=_consume_command)
 
 
 def _produce_command(args: argparse.Namespace) -> int:
-    result = run_produce(args.bootstrap_server, args.topic, args.num_records, args.record_size,
-                         args.throughput, parse_props(args.producer_props))
+    connection = connect(args)
+    partition_count(connection.admin(), args.topic)
+    result = run_produce(connection.bootstrap, args.topic, args.num_records, args.record_size,
+                         args.throughput, {**connection.settings,
+                                           **parse_props(args.producer_props)})
     if args.json:
         print(json.dumps(asdict(result)))
     else:
@@ -169,8 +176,10 @@ def _produce_command(args: argparse.Namespace) -> int:
 
 
 def _consume_command(args: argparse.Namespace) -> int:
-    result = run_consume(args.bootstrap_server, args.topic, args.messages,
-                         parse_props(args.consumer_props), args.timeout)
+    connection = connect(args)
+    result = run_consume(connection.bootstrap, args.topic, args.messages,
+                         {**connection.settings, **parse_props(args.consumer_props)},
+                         args.timeout)
     if args.json:
         print(json.dumps(asdict(result)))
     else:

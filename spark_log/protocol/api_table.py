@@ -149,6 +149,7 @@ _RANGES: dict[int, tuple[str, int | None, int | None]] = {
     28: ("txn_offset_commit", 4, None),
     32: ("describe_configs", None, None),
     33: ("alter_configs", None, None),
+    35: ("describe_log_dirs", None, None),
     37: ("create_partitions", None, None),
     42: ("delete_groups", None, None),
     44: ("incremental_alter_configs", None, None),

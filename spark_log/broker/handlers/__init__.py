@@ -33,6 +33,7 @@ def load_all() -> dict[int, Handler]:
         fetch,
         groups,
         list_offsets,
+        log_dirs,
         metadata,
         offsets,
         produce,

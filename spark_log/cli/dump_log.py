@@ -1,0 +1,53 @@
+"""`spark-log dump-log --files ...`: what is inside segment files, like kafka-dump-log.sh.
+
+It reads files directly (no broker) and hands each to its dumper by suffix: `.log` segments to
+`dump_segment`; `.index`, `.timeindex`, `.snapshot` and `.txnindex` to `dump_index`. `--json`
+prints JSON objects instead of Kafka's text lines. Exit code 1 if any file was damaged, failed
+a check or is of an unknown kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .errors import CliError
+from .output import notice
+
+
+def add_dump_log_parser(commands: Any) -> None:
+    p = commands.add_parser("dump-log", help="print the contents of log segment files",
+                            description="Print segment, index, time index, producer snapshot "
+                                        "and transaction index files, like kafka-dump-log.")
+    p.add_argument("--files", action="append", required=True, metavar="FILE[,FILE]",
+                   help="files to dump (comma-separated and/or repeated)")
+    p.add_argument("--print-data-log", action="store_true",
+                   help="print each record of a .log file, not only its batches")
+    p.add_argument("--deep-iteration", action="store_true",
+                   help="decode every record (implied by --print-data-log)")
+    p.add_argument("--verify-index-only", action="store_true",
+                   help="check index entries against the .log, print only mismatches")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="only check that index files are well formed")
+    p.add_argument("--json", action="store_true", help="JSON objects instead of text lines")
+    p.set_defaults(run=_dump)
+
+
+def _dump(args: argparse.Namespace) -> int:
+    from .dump_index import DUMPERS  # the record codecs load only when needed
+    from .dump_segment import dump_segment
+
+    files = [Path(f) for spec in args.files for f in spec.split(",") if f.strip()]
+    ok = True
+    for path in files:
+        if not path.is_file():
+            raise CliError(f"{path}: no such file")
+        if path.suffix == ".log":
+            ok = dump_segment(path, args) and ok
+        elif path.suffix in DUMPERS:
+            ok = DUMPERS[path.suffix](path, args) and ok
+        else:
+            notice(f"Ignoring unknown file {path}")
+            ok = False
+    return 0 if ok else 1

@@ -1,0 +1,161 @@
+"""Dumping a `.log` segment for `dump-log`: batch by batch (base and last offset, count,
+position, create time, size, magic, compression, CRC and whether it checks, producer
+id/epoch/sequence, transactional and control flags), and with `--print-data-log` each record
+(key, value, headers; the marker of a control record), in kafka-dump-log's words or as JSON.
+A damaged batch ends the dump of its file with a message naming its position.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from spark_log.records import (
+    BatchView,
+    ControlRecordType,
+    CorruptRecordError,
+    Record,
+    iter_batches,
+    parse_control_record_type,
+    parse_end_transaction_marker,
+)
+from spark_log.records.batch_header import compute_crc
+
+from .errors import CliError
+from .output import print_json, progress
+
+
+def read_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror or exc}") from None
+
+
+def dump_segment(path: Path, args: argparse.Namespace) -> bool:
+    deep = args.print_data_log or args.deep_iteration
+    if not args.json:
+        print(f"Dumping {path}")
+        print(f"Log starting offset: {base_offset_of(path)}")
+    data = read_file(path)
+    with progress(f"reading {path.name}", len(data)) as bar:
+        try:
+            for batch in iter_batches(data):
+                _dump_batch(batch, deep, args)
+                bar.advance(batch.size)
+        except CorruptRecordError as exc:
+            _report_corrupt(path, exc, args.json)
+            return False
+    return True
+
+
+def base_offset_of(path: Path) -> int:
+    stem = path.name.split(".")[0]
+    return int(stem) if stem.isdigit() else 0
+
+
+def _dump_batch(batch: BatchView, deep: bool, args: argparse.Namespace) -> None:
+    valid = compute_crc(batch.raw, 0, batch.size) == batch.header.crc
+    records = batch.records(verify_crc=False) if deep and valid else ()
+    if args.json:
+        print_json({**batch_fields(batch, valid),
+                    **({"records": [record_fields(r, batch) for r in records]} if deep else {})})
+        return
+    print(" ".join(f"{k}: {_text(v)}" for k, v in _kafka_batch_line(batch, valid)))
+    if args.print_data_log:
+        for record in records:
+            print("| " + " ".join(f"{k}: {_text(v)}" for k, v in _kafka_record_line(record,
+                                                                                    batch)))
+
+
+def batch_fields(batch: BatchView, valid: bool) -> dict[str, Any]:
+    h = batch.header
+    return {"base_offset": h.base_offset, "last_offset": h.last_offset,
+            "count": h.records_count, "base_sequence": h.base_sequence,
+            "last_sequence": h.last_sequence, "producer_id": h.producer_id,
+            "producer_epoch": h.producer_epoch, "partition_leader_epoch":
+            h.partition_leader_epoch, "is_transactional": h.is_transactional,
+            "is_control": h.is_control, "delete_horizon_ms": h.base_timestamp
+            if h.has_delete_horizon else None, "position": batch.position,
+            "timestamp_type": _timestamp_type(h.timestamp_type.value),
+            "max_timestamp": h.max_timestamp, "size": h.size, "magic": h.magic,
+            "compression": h.compression.name.lower(), "crc": h.crc, "is_valid": valid}
+
+
+def _kafka_batch_line(batch: BatchView, valid: bool) -> list[tuple[str, Any]]:
+    f = batch_fields(batch, valid)
+    return [("baseOffset", f["base_offset"]), ("lastOffset", f["last_offset"]),
+            ("count", f["count"]), ("baseSequence", f["base_sequence"]),
+            ("lastSequence", f["last_sequence"]), ("producerId", f["producer_id"]),
+            ("producerEpoch", f["producer_epoch"]),
+            ("partitionLeaderEpoch", f["partition_leader_epoch"]),
+            ("isTransactional", f["is_transactional"]), ("isControl", f["is_control"]),
+            ("deleteHorizonMs", f["delete_horizon_ms"]), ("position", f["position"]),
+            (f["timestamp_type"], f["max_timestamp"]), ("size", f["size"]),
+            ("magic", f["magic"]), ("compresscodec", f["compression"]), ("crc", f["crc"]),
+            ("isvalid", f["is_valid"])]
+
+
+def record_fields(record: Record, batch: BatchView) -> dict[str, Any]:
+    h = batch.header
+    fields: dict[str, Any] = {
+        "offset": record.offset, "timestamp": record.timestamp,
+        "key_size": -1 if record.key is None else len(record.key),
+        "value_size": -1 if record.value is None else len(record.value),
+        "sequence": -1 if h.base_sequence < 0 else
+        (h.base_sequence + record.offset - h.base_offset) % 0x80000000,
+        "header_keys": [k for k, _ in record.headers]}
+    if h.is_control:
+        fields.update(_control_fields(record))
+    else:
+        fields.update(key=_decoded(record.key), payload=_decoded(record.value),
+                      headers=[[k, _decoded(v)] for k, v in record.headers])
+    return fields
+
+
+def _control_fields(record: Record) -> dict[str, Any]:
+    kind = parse_control_record_type(record.key)
+    if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return {"control_type": kind.name}
+    try:
+        marker = parse_end_transaction_marker(record)
+    except (CorruptRecordError, ValueError) as exc:
+        return {"control_type": kind.name, "error": str(exc)}
+    return {"end_txn_marker": marker.type.name, "coordinator_epoch": marker.coordinator_epoch}
+
+
+def _kafka_record_line(record: Record, batch: BatchView) -> list[tuple[str, Any]]:
+    f = record_fields(record, batch)
+    line = [("offset", f["offset"]), (_timestamp_type(batch.header.timestamp_type.value),
+                                      f["timestamp"]), ("keySize", f["key_size"]),
+            ("valueSize", f["value_size"]), ("sequence", f["sequence"]),
+            ("headerKeys", "[" + ",".join(f["header_keys"]) + "]")]
+    if "end_txn_marker" in f:
+        return [*line, ("endTxnMarker", f["end_txn_marker"]),
+                ("coordinatorEpoch", f["coordinator_epoch"])]
+    if "control_type" in f:
+        return [*line, ("controlType", f["control_type"])]
+    extra = [("key", f["key"])] if record.key is not None else []
+    return [*line, *extra, ("payload", f["payload"])]
+
+
+def _timestamp_type(value: int) -> str:
+    return "LogAppendTime" if value == 1 else "CreateTime"
+
+
+def _decoded(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", errors="backslashreplace")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "-" if value is None else str(value)
+
+
+def _report_corrupt(path: Path, exc: CorruptRecordError, as_json: bool) -> None:
+    if as_json:
+        print_json({"file": str(path), "error": str(exc)})
+    else:
+        print(f"Found a damaged batch in {path}: {exc}")
