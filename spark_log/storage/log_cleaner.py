@@ -221,24 +221,28 @@ class LogCleaner:
         candidate = self.manager.grab_filthiest(self.clock.now_ms())
         if candidate is None:
             return None
-        rnd = plan_round(candidate, clock=self.clock, policy=self.batch_policy)
-        self._round = rnd
+        partition_log = candidate.log
+        rnd: CleaningRound | None = None
         end: int | None = None
         try:
+            rnd = self._round = plan_round(candidate, clock=self.clock,
+                                           policy=self.batch_policy)
             end = await self._clean(rnd)
         except CleaningAborted as e:
             log.info("%s", e)
         except CorruptRecordError as e:
-            log.error("Cannot clean %s, skipping it until restart: %s", rnd.log.name, e)
-            self.manager.mark_uncleanable(rnd.log)
+            log.error("Cannot clean %s, skipping it until restart: %s", partition_log.name, e)
+            self.manager.mark_uncleanable(partition_log)
         except OSError as e:
-            self._io_error(rnd, e)
+            self._io_error(partition_log, rnd, e)
         except KafkaStorageError as e:
-            log.error("Cleaning %s stopped: %s", rnd.log.name, e)
+            log.error("Cleaning %s stopped: %s", partition_log.name, e)
         finally:
             self._round = None
             self.offset_map.clear()
-            self.manager.done_cleaning(rnd.log, end)
+            self.manager.done_cleaning(partition_log, end)
+        if rnd is None:
+            return CleanerStats()
         rnd.stats.ended = time.monotonic()
         if end is not None:
             self.rounds += 1
@@ -265,9 +269,9 @@ class LogCleaner:
             raise CleaningAborted(f"cleaning of {partition_log.name} aborted: its segments "
                                   "changed meanwhile")
 
-    def _io_error(self, rnd: CleaningRound, error: OSError) -> None:
-        partition_log = rnd.log
-        if rnd.abort.is_set() or \
+    def _io_error(self, partition_log: PartitionLog, rnd: CleaningRound | None,
+                  error: OSError) -> None:
+        if (rnd is not None and rnd.abort.is_set()) or \
                 self.logs.get(partition_log.topic, partition_log.partition) is not partition_log:
             log.info("Cleaning of %s stopped: the log is gone (%s)", partition_log.name, error)
             return
