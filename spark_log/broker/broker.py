@@ -149,10 +149,18 @@ class Broker:
         write_atomically(self.data_dir / INFO_FILE, json.dumps(info).encode())
 
     async def serve_metrics(self, port: int) -> None:
-        """Prometheus text format on http://host:port/metrics (issue: metrics)."""
+        """Prometheus text format on http://host:port/metrics, state gauges included (read at
+        scrape time on this loop)."""
         from .metrics_server import serve_metrics
+        from .metrics_state import broker_state_metrics
 
+        self.metrics.add_state(lambda: broker_state_metrics(self))
         self._metrics_server = await serve_metrics(self, self.host, port)
+
+    @property
+    def connection_count(self) -> int:
+        """Client connections open now."""
+        return len(self._connections)
 
     # ---- connections ----------------------------------------------------------------------
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

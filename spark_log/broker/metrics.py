@@ -3,14 +3,16 @@
 Names follow Kafka's JMX metrics where one exists (BytesInPerSec -> bytes_in_total ...), as
 counters and histograms that Prometheus turns into rates. Gauges that describe state (log size,
 lag, open transactions, under-replicated partitions) are computed at scrape time from the
-broker, so they cost nothing on the produce and fetch paths.
+broker (`metrics_state`), so they cost nothing on the produce and fetch paths. The registry is
+served only by `metrics_server`, on the broker's event loop: the state gauges read broker state
+that only that loop may touch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -66,9 +68,6 @@ class BrokerMetrics:
     def add_state(self, read: StateReader) -> None:
         """Gauges computed at scrape time by `read()`."""
         self.registry.register(_StateCollector(read))
-
-    def serve(self, port: int, host: str) -> None:
-        start_http_server(port, addr=host, registry=self.registry)
 
 
 class _StateCollector(Collector):
