@@ -9,6 +9,13 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from tests.broker.compaction_support import (
     CLEANER_BROKER_CONFIG,
@@ -109,16 +116,18 @@ def test_producer_state_batch_is_kept_empty_and_cleaned_offsets_read_forward(
 
 def test_reads_go_on_while_the_broker_cleans(broker_factory) -> None:  # type: ignore
     broker = broker_factory(CLEANER_BROKER_CONFIG)
-    topic = create_compacted(broker, "busy", min_cleanable_dirty_ratio="0.01")
+    # No log is ever dirtier than 1: nothing is cleaned until the ratio is lowered below.
+    topic = create_compacted(broker, "busy", min_cleanable_dirty_ratio="1")
     written = updates(UPDATES, 500)
     expected = latest(written)
     last = produce(broker, topic, written)[-1].offset
     directory = partition_dir(broker, topic)
+    roll_past(broker, topic, last)
     reader = Reader(broker, topic)
     try:
         check_read(reader.read(), expected)  # connected before the round starts
         segments = len(segment_bases(directory))
-        roll_past(broker, topic, last)
+        set_topic_config(broker, topic, "min.cleanable.dirty.ratio", "0.01")
         deadline = time.monotonic() + DEADLINE_S
         while not (has_cleaning_files(directory) or len(segment_bases(directory)) < segments):
             assert time.monotonic() < deadline, "the cleaner never started"
@@ -132,6 +141,13 @@ def test_reads_go_on_while_the_broker_cleans(broker_factory) -> None:  # type: i
     assert in_round, "the round was over before the read started"
 
 
+def set_topic_config(broker, topic: str, name: str, value: str) -> None:  # type: ignore
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
 def check_read(messages: list[Message], expected: dict[bytes, bytes | None]) -> None:
     data = [m for m in messages if m.key != b"roll"]
     offsets = [m.offset for m in data]
@@ -140,16 +156,18 @@ def check_read(messages: list[Message], expected: dict[bytes, bytes | None]) -> 
 
 
 def test_sigkill_while_cleaning_loses_no_key(broker_factory) -> None:  # type: ignore
-    broker = broker_factory({**CLEANER_BROKER_CONFIG, "log.cleaner.backoff.ms": "200"})
-    topic = create_compacted(broker, "crash", min_cleanable_dirty_ratio="0.01")
+    broker = broker_factory(CLEANER_BROKER_CONFIG)
+    topic = create_compacted(broker, "crash", min_cleanable_dirty_ratio="1")
     directory = partition_dir(broker, topic)
     written: list[Update] = []
     kills = 0
     for round_ in range(4):
+        set_topic_config(broker, topic, "min.cleanable.dirty.ratio", "1")  # hold the cleaner
         batch = updates(20_000, 300, tag=f"r{round_}", deletes=20)
         written += batch
         last = produce(broker, topic, batch)[-1].offset
         roll_past(broker, topic, last)
+        set_topic_config(broker, topic, "min.cleanable.dirty.ratio", "0.01")  # and let it go
         deadline = time.monotonic() + DEADLINE_S
         while not has_cleaning_files(directory) and time.monotonic() < deadline:
             time.sleep(0.001)  # watching for the cleaner's files, to kill it mid-round
@@ -157,7 +175,7 @@ def test_sigkill_while_cleaning_loses_no_key(broker_factory) -> None:  # type: i
             broker.kill()
             kills += 1
             broker.start()
-    assert kills >= 2, "the broker was never killed in the middle of cleaning"
+    assert kills >= 3, "the broker was not killed in the middle of cleaning"
     last = produce(broker, topic, [(b"roll", b"z")])[-1].offset
     roll_past(broker, topic, last)
     cleaned_through(broker, topic, last)
