@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from .errors import UsageError
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ESCAPES = {"\\t": "\t", "\\n": "\n", "\\r": "\r", "\\\\": "\\"}
 
 
@@ -52,7 +53,7 @@ def timestamp_ms(text: str, flag: str) -> int:
                          f"(2024-05-01T12:00:00.000), got {text!r}") from None
     if parsed.tzinfo is None:
         parsed = parsed.astimezone()
-    return int(parsed.timestamp() * 1000)
+    return (parsed - _EPOCH) // dt.timedelta(milliseconds=1)
 
 
 def format_ms(timestamp: int | None) -> str | None:

@@ -122,7 +122,8 @@ def check_reachable(bootstrap: str) -> None:
             return
         except OSError as exc:
             failures.append(f"{host}:{port} ({exc.strerror or exc})")
-    raise CliError(f"cannot reach a broker at {', '.join(failures) or bootstrap!r}")
+    tried = ", ".join(failures) or repr(bootstrap)
+    raise CliError(f"cannot reach a broker at {tried}")
 
 
 def wait(future: Future[T], what: str, timeout_s: float = REQUEST_TIMEOUT_S) -> T:
