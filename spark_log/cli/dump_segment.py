@@ -2,7 +2,9 @@
 position, create time, size, magic, compression, CRC and whether it checks, producer
 id/epoch/sequence, transactional and control flags), and with `--print-data-log` each record
 (key, value, headers; the marker of a control record), in kafka-dump-log's words or as JSON.
-A damaged batch ends the dump of its file with a message naming its position.
+A batch whose CRC does not match prints `isvalid: false` (its records are not decoded); a batch
+that does not parse ends the dump of its file with a message naming its position. Either makes
+the file count as damaged.
 """
 
 from __future__ import annotations
@@ -39,15 +41,16 @@ def dump_segment(path: Path, args: argparse.Namespace) -> bool:
         print(f"Dumping {path}")
         print(f"Log starting offset: {base_offset_of(path)}")
     data = read_file(path)
+    all_valid = True
     with progress(f"reading {path.name}", len(data)) as bar:
         try:
             for batch in iter_batches(data):
-                _dump_batch(batch, deep, args)
+                all_valid = _dump_batch(batch, deep, args) and all_valid
                 bar.advance(batch.size)
         except CorruptRecordError as exc:
             _report_corrupt(path, exc, args.json)
             return False
-    return True
+    return all_valid
 
 
 def base_offset_of(path: Path) -> int:
@@ -55,18 +58,20 @@ def base_offset_of(path: Path) -> int:
     return int(stem) if stem.isdigit() else 0
 
 
-def _dump_batch(batch: BatchView, deep: bool, args: argparse.Namespace) -> None:
+def _dump_batch(batch: BatchView, deep: bool, args: argparse.Namespace) -> bool:
+    """Print one batch (and its records); False if its CRC does not match."""
     valid = compute_crc(batch.raw, 0, batch.size) == batch.header.crc
     records = batch.records(verify_crc=False) if deep and valid else ()
     if args.json:
         print_json({**batch_fields(batch, valid),
                     **({"records": [record_fields(r, batch) for r in records]} if deep else {})})
-        return
+        return valid
     print(" ".join(f"{k}: {_text(v)}" for k, v in _kafka_batch_line(batch, valid)))
     if args.print_data_log:
         for record in records:
             print("| " + " ".join(f"{k}: {_text(v)}" for k, v in _kafka_record_line(record,
                                                                                     batch)))
+    return valid
 
 
 def batch_fields(batch: BatchView, valid: bool) -> dict[str, Any]:
