@@ -42,8 +42,10 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Cell]],
     console = _console()
     cells = [[format_cell(v) for v in row] for row in rows]
     if console.is_terminal:
-        table = Table(*headers, title=title, title_justify="left", header_style="bold",
-                      show_edge=False, pad_edge=False)
+        table = Table(title=title, title_justify="left", header_style="bold", show_edge=False,
+                      pad_edge=False)
+        for header in headers:  # headers stay whole; long values fold onto more lines
+            table.add_column(header, min_width=len(header), overflow="fold")
         for row in cells:
             table.add_row(*row)
         console.print(table)
