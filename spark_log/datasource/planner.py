@@ -106,23 +106,28 @@ def _apply(end: dict[TopicPartition, int], start: Mapping[TopicPartition, int],
 
 
 def _share(weights: Mapping[TopicPartition, float], limit: int) -> dict[TopicPartition, int]:
-    """Split `limit` in proportion to `weights` (largest remainders first), each at least 1
-    and none above its weight when weights are offset counts."""
+    """Split `limit` in proportion to `weights` (whole units, largest remainders first, none
+    above its weight). Every partition gets at least 1, taken from the biggest shares; only when
+    `limit` is below the number of partitions does the total exceed it."""
     total = float(sum(weights.values()))
     exact = {tp: limit * w / total for tp, w in weights.items()}
-    quota = {tp: min(math.floor(x), math.ceil(weights[tp]))
-             for tp, x in exact.items()}
+    quota = {tp: min(math.floor(x), math.ceil(weights[tp])) for tp, x in exact.items()}
+    for tp in quota:
+        quota[tp] = max(quota[tp], 1)  # no partition starves
+    excess = sum(quota.values()) - limit
+    while excess > 0:
+        biggest = max(quota, key=lambda t: quota[t])
+        if quota[biggest] <= 1:
+            break
+        quota[biggest] -= 1
+        excess -= 1
     spare = limit - sum(quota.values())
-    # Spare offsets go first to partitions that got none (so none starves), then by the
-    # largest remainder.
-    for tp in sorted(exact, key=lambda t: (quota[t] > 0, quota[t] - exact[t])):
+    for tp in sorted(exact, key=lambda t: quota[t] - exact[t]):
         if spare <= 0:
             break
         if quota[tp] < weights[tp]:
             quota[tp] += 1
             spare -= 1
-    for tp in quota:
-        quota[tp] = max(quota[tp], 1)  # no partition starves, even below one offset's share
     return quota
 
 

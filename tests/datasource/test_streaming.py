@@ -67,6 +67,16 @@ def test_max_offsets_per_trigger_makes_ten_batches_then_available_now_stops(
     assert spark.table("trigger_ten").count() == 10_000
 
 
+def test_max_bytes_per_trigger_limits_each_batch(spark, shared_broker: BrokerProcess,
+                                                 tmp_path: Path) -> None:
+    topic = create_topic(shared_broker, unique("bytes"))
+    produce(shared_broker, topic, [b"x" * 100] * 1000)
+    df = stream(spark, shared_broker, subscribe=topic, startingOffsets="earliest",
+                maxBytesPerTrigger="25000")
+    query = run_available_now(df, tmp_path / "ckpt", "bytes_limit")
+    assert rows_per_batch(query) == [250] * 4
+
+
 def test_restart_from_checkpoint_reads_only_new_records_and_commits_the_group(
         spark, shared_broker: BrokerProcess, tmp_path: Path) -> None:
     topic = create_topic(shared_broker, unique("restart"), partitions=2)
