@@ -226,12 +226,12 @@ def test_filters_on_partition_offset_and_timestamp_narrow_the_ranges(
     for p in (0, 1):
         produce(shared_broker, topic, [f"v{i}" for i in range(30)], partition=p,
                 timestamps=[day * (1 + i // 10) for i in range(30)])  # 10 records a day
-    ds = PylogDataSource({"subscribe": topic, "kafka.bootstrap.servers":
-                          shared_broker.bootstrap})
+    from spark_log.datasource.options import parse_source_options
     from spark_log.datasource.reader import PylogPushdownReader
 
-    reader = PylogPushdownReader.__new__(PylogPushdownReader)
-    reader.__init__(ds.reader(ds.schema()).opts, ds.schema())
+    options = {"subscribe": topic, "kafka.bootstrap.servers": shared_broker.bootstrap}
+    ds = PylogDataSource(options)
+    reader = PylogPushdownReader(parse_source_options(options, streaming=False), ds.schema())
     utc = dt.UTC
     remaining = list(reader.pushFilters([
         EqualTo(("partition",), 1),
@@ -241,6 +241,18 @@ def test_filters_on_partition_offset_and_timestamp_narrow_the_ranges(
     assert len(remaining) == 2  # Spark re-checks the timestamp filters only
     (task,) = reader.partitions()
     assert (task.topic, task.partition, task.start, task.end) == (topic, 1, 12, 20)
+
+
+def test_register_leaves_pushdown_off_unless_asked(spark) -> None:
+    import spark_log
+
+    conf = spark_log.FILTER_PUSHDOWN_CONF
+    spark.conf.set(conf, "false")
+    spark_log.register(spark)
+    assert spark.conf.get(conf) == "false"
+    spark_log.register(spark, filter_pushdown=True)
+    assert spark.conf.get(conf) == "true"
+    spark.conf.set(conf, "false")
 
 
 def test_filter_pushdown_in_spark_returns_the_filtered_rows(spark, shared_broker: BrokerProcess
