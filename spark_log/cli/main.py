@@ -9,14 +9,13 @@ to stderr and exits 1; Ctrl-C exits 130.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 from confluent_kafka import KafkaException
 
 from spark_log import __version__
 from spark_log.broker.launch_options import add_broker_arguments
+from spark_log.process_env import keep_caches_out_of_cwd
 
 from .consume import add_consume_parser
 from .dump_log import add_dump_log_parser
@@ -57,17 +56,8 @@ def _run_broker(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _keep_caches_out_of_cwd() -> None:
-    """The protocol codecs (kio) load hypothesis, which caches a character map under
-    `./.hypothesis`: a tool must not write into whatever directory it is run from, and a fresh
-    directory costs seconds to rebuild it. One cache per user instead, also for a sidecar broker
-    started from here (it inherits the environment)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache / "spark_log" / "hypothesis"))
-
-
 def main(argv: list[str] | None = None) -> int:
-    _keep_caches_out_of_cwd()
+    keep_caches_out_of_cwd()
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
