@@ -5,9 +5,9 @@ The data directory is, in order: the argument (the pylog option `dataDir`), the 
 variable SPARK_LOG_DATA_DIR, or ~/.spark_log/data. A running broker writes `broker.json`
 ({pid, host, port}) into it once it listens and removes it on a clean stop; `find` trusts that
 file only while its pid is alive. `ensure_running` starts a broker when none runs: detached
-(`start_new_session`), on a free loopback port, its output appended to `sidecar.log` in the
-data directory, under an exclusive lock on `sidecar.lock`, so that processes starting at the
-same time end up with one broker. Files left by a broker that died are removed first.
+(`start_new_session`), on the loopback port it had last time (`sidecar.port`) or else a free
+one, its output appended to `sidecar.log` in the data directory, under an exclusive lock on
+`sidecar.lock`, so that processes starting at the same time end up with one broker. Files left by a broker that died are removed first.
 
 API for the CLI: `find(data_dir)`, `ensure_running(data_dir) -> "host:port"`,
 `status(data_dir) -> SidecarStatus`, `stop(data_dir) -> bool`.
@@ -31,6 +31,7 @@ ENV_DATA_DIR = "SPARK_LOG_DATA_DIR"
 INFO_FILE = "broker.json"
 LOCK_FILE = "sidecar.lock"
 LOG_FILE = "sidecar.log"
+PORT_FILE = "sidecar.port"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
@@ -148,8 +149,27 @@ def _clean_stale(path: Path) -> None:
 
 
 def _start(path: Path) -> str:
+    """Start on the port the last sidecar of `path` had (clients that remember the address keep
+    working), or on a free port when that one is taken."""
+    previous = _previous_port(path)
+    if previous:
+        try:
+            return _start_on(path, previous)
+        except SidecarError:
+            pass
+    return _start_on(path, 0)
+
+
+def _previous_port(path: Path) -> int:
+    try:
+        return int((path / PORT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def _start_on(path: Path, port: int) -> str:
     argv = [sys.executable, "-m", "spark_log.broker", "--data-dir", str(path),
-            "--host", "127.0.0.1", "--port", "0"]
+            "--host", "127.0.0.1", "--port", str(port)]
     with open(path / LOG_FILE, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True,
@@ -158,6 +178,7 @@ def _start(path: Path) -> str:
     while time.monotonic() < deadline:
         info = _read_info(path)
         if info is not None and info.get("pid") == proc.pid:
+            (path / PORT_FILE).write_text(str(info["port"]))
             return f"{info['host']}:{info['port']}"
         if proc.poll() is not None:
             raise SidecarError(f"the sidecar broker for {path} exited with {proc.returncode}:\n"

@@ -68,6 +68,12 @@ def test_stale_files_of_a_dead_broker_are_replaced(data_dir: Path) -> None:
     assert sidecar.status(data_dir).pid != dead.pid
 
 
+def test_a_restarted_sidecar_keeps_its_port(data_dir: Path) -> None:
+    first = sidecar.ensure_running(data_dir)
+    assert sidecar.stop(data_dir)
+    assert sidecar.ensure_running(data_dir) == first
+
+
 def test_stop_ends_the_broker(data_dir: Path) -> None:
     sidecar.ensure_running(data_dir)
     pid = sidecar.status(data_dir).pid
