@@ -39,6 +39,25 @@ class Columns:
         return len(self.offsets)
 
 
+def concat(pieces: list[tuple[Columns, int, int]]) -> Columns:
+    """Rows lo..hi of each piece, as one Columns (one Arrow batch per fetch, not per Kafka
+    batch: small producer batches would otherwise cost Spark one Arrow batch each)."""
+    if len(pieces) == 1:
+        cols, lo, hi = pieces[0]
+        if lo == 0 and hi == len(cols):
+            return cols
+    headers = None
+    if pieces[0][0].headers is not None:
+        headers = [h for cols, lo, hi in pieces for h in cols.headers[lo:hi]]
+    return Columns(
+        np.concatenate([c.offsets[lo:hi] for c, lo, hi in pieces]),
+        np.concatenate([c.timestamps[lo:hi] for c, lo, hi in pieces]),
+        np.concatenate([c.timestamp_types[lo:hi] for c, lo, hi in pieces]),
+        pa.concat_arrays([c.keys.slice(lo, hi - lo) for c, lo, hi in pieces]),
+        pa.concat_arrays([c.values.slice(lo, hi - lo) for c, lo, hi in pieces]),
+        headers)
+
+
 def whole_batches_end(buf: bytes) -> int:
     """Bytes of `buf` taken by whole batches (a fetch may end with a partial one)."""
     pos = 0

@@ -87,7 +87,7 @@ def _read_direct(p: RangePartition, builder: Any, reached: list[int]) -> Iterato
     from spark_log.client.fetcher import FetchUnavailable, PartitionFetcher
     from spark_log.records import CorruptRecordError
 
-    from .columnar import decode_with_next
+    from .columnar import concat, decode_with_next
 
     read_committed = str(p.kafka_conf.get("isolation.level", "read_committed")
                          ).lower() != "read_uncommitted"
@@ -109,14 +109,18 @@ def _read_direct(p: RangePartition, builder: Any, reached: list[int]) -> Iterato
                 log.debug("direct fetch of %s-%d: no batch at %d (%d bytes)", p.topic,
                           p.partition, reached[0], len(result.records))
                 return  # nothing more to read here now: the consumer path waits or reports
+            pieces = []
             for cols in columns:
                 lo, hi = _index_range(cols.offsets, reached[0], p.end)
                 if hi <= lo:
                     continue
                 if reached[0] == p.start and cols.offsets[lo] != p.start:
                     return  # a gap at the very start: the consumer path judges data loss
-                yield builder.build_columns(p.topic, p.partition, cols, lo, hi)
+                pieces.append((cols, lo, hi))
                 reached[0] = int(cols.offsets[hi - 1]) + 1
+            if pieces:
+                merged = concat(pieces)
+                yield builder.build_columns(p.topic, p.partition, merged, 0, len(merged))
             reached[0] = max(reached[0], min(next_offset, p.end))
     except (FetchUnavailable, CorruptRecordError) as e:
         log.debug("direct fetch of %s-%d stops at %d: %s", p.topic, p.partition, reached[0], e)

@@ -49,3 +49,16 @@ def test_a_partial_trailing_batch_is_left_for_the_next_fetch() -> None:
     batch = build_batch([Record(0, 1, b"k", b"v", ())])
     assert whole_batches_end(batch + batch[:20]) == len(batch)
     assert len(decode(batch + batch[:-1], False)) == 1
+
+
+def test_concat_joins_slices_of_several_batches() -> None:
+    from spark_log.datasource.columnar import concat
+
+    first = build_batch([Record(i, 10 + i, None, b"a%d" % i, (("h", b"x"),)) for i in range(5)])
+    second = build_batch([Record(5 + i, 20, b"k", None, ()) for i in range(3)], base_offset=5)
+    a, b = decode(first + second, True)
+    merged = concat([(a, 2, 5), (b, 0, 2)])
+    assert merged.offsets.tolist() == [2, 3, 4, 5, 6]
+    assert merged.values.to_pylist() == [b"a2", b"a3", b"a4", None, None]
+    assert merged.keys.to_pylist() == [None, None, None, b"k", b"k"]
+    assert merged.headers == [[("h", b"x")]] * 3 + [[], []]
