@@ -7,7 +7,8 @@ variable SPARK_LOG_DATA_DIR, or ~/.spark_log/data. A running broker writes `brok
 file only while its pid is alive. `ensure_running` starts a broker when none runs: detached
 (`start_new_session`), on the loopback port it had last time (`sidecar.port`) or else a free
 one, its output appended to `sidecar.log` in the data directory, under an exclusive lock on
-`sidecar.lock`, so that processes starting at the same time end up with one broker. Files left by a broker that died are removed first.
+`sidecar.lock`, so that processes starting at the same time end up with one broker. Files
+left by a broker that died are removed first.
 
 API for the CLI: `find(data_dir)`, `ensure_running(data_dir) -> "host:port"`,
 `status(data_dir) -> SidecarStatus`, `stop(data_dir) -> bool`.
