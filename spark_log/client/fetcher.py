@@ -41,6 +41,9 @@ class FetchResult:
 
 
 class _Connection:
+    """One blocking socket to one broker; requests are sent one at a time (correlation ids
+    checked), so responses always match their request."""
+
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout_s)

@@ -389,11 +389,9 @@ def _check_assigned(spec: OffsetSpecT | None, sub: Subscription, option: str) ->
             "in 'assign'.")
 
 
-def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    """Validate read options; raises PylogOptionError naming the offending option."""
-    _check_known(options, SOURCE_NAMES, "source")
-    subscription = parse_subscription(options)
-    client = parse_client(options, UNSUPPORTED_CONSUMER)
+def _parse_bounds(options: Mapping[str, str], subscription: Subscription, streaming: bool
+                  ) -> tuple[OffsetSpecT, OffsetSpecT | None, str]:
+    """(starting, ending, startingOffsetsByTimestampStrategy), checked like Spark does."""
     if streaming:
         for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
             if _get(options, name) is not None:
@@ -416,6 +414,15 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         raise PylogOptionError(
             "Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got "
             f"{strategy!r}")
+    return starting, ending, strategy
+
+
+def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Validate read options; raises PylogOptionError naming the offending option."""
+    _check_known(options, SOURCE_NAMES, "source")
+    subscription = parse_subscription(options)
+    client = parse_client(options, UNSUPPORTED_CONSUMER)
+    starting, ending, strategy = _parse_bounds(options, subscription, streaming)
     return SourceOptions(
         subscription=subscription,
         client=client,
