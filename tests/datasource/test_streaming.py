@@ -177,3 +177,28 @@ def test_streaming_fail_on_data_loss(spark, shared_broker: BrokerProcess, tmp_pa
                       startingOffsets=f'{{"{topic}":{{"0":0}}}}')
     run_available_now(tolerant, tmp_path / "tolerant", "loss_tolerant")
     assert sorted(r.offset for r in spark.table("loss_tolerant").collect()) == list(range(15, 40))
+
+
+def test_pattern_subscription_picks_up_new_topics_from_earliest(
+        spark, shared_broker: BrokerProcess, tmp_path: Path) -> None:
+    prefix = unique("pat")
+    create_topic(shared_broker, f"{prefix}-a")
+    produce(shared_broker, f"{prefix}-a", ["a0", "a1"])
+    df = stream(spark, shared_broker, subscribePattern=f"{prefix}-.*",
+                startingOffsets="earliest")
+    query = (df.selectExpr("topic", "CAST(value AS STRING) v").writeStream.format("memory")
+             .queryName("pattern_new").option("checkpointLocation", str(tmp_path / "ckpt"))
+             .start())
+    try:
+        query.processAllAvailable()
+        create_topic(shared_broker, f"{prefix}-b")
+        produce(shared_broker, f"{prefix}-b", ["b0", "b1", "b2"])
+        deadline = time.monotonic() + DEADLINE_S
+        while spark.table("pattern_new").count() < 5:
+            assert time.monotonic() < deadline, "records of the new topic never arrived"
+            query.processAllAvailable()
+        got = sorted((r.topic, r.v) for r in spark.table("pattern_new").collect())
+        assert got == [(f"{prefix}-a", "a0"), (f"{prefix}-a", "a1"), (f"{prefix}-b", "b0"),
+                       (f"{prefix}-b", "b1"), (f"{prefix}-b", "b2")]
+    finally:
+        query.stop()
