@@ -32,6 +32,7 @@ from spark_log.storage.record_checks import (
 from . import meta_properties
 from .broker_config import BrokerConfig
 from .connection import Connection
+from .data_dir_lock import DataDirLock
 from .dispatcher import Dispatcher
 from .group_coordinator import GroupCoordinator
 from .handlers import load_all
@@ -62,6 +63,7 @@ class Broker:
         data_dir = config.data_dir
         assert data_dir is not None, "log.dirs must be set"
         self.data_dir = data_dir
+        self._lock = DataDirLock(data_dir)
         self.metrics = BrokerMetrics()
         self.cluster_id = ""
         self.host, self.port = parse_listener(config.get("listeners"))
@@ -79,6 +81,7 @@ class Broker:
     # ---- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
         self.cluster_id = meta_properties.load_or_create(
             self.data_dir, self.node_id, self.config.get("cluster.id"))
         metadata = TopicMetadata(self.data_dir)
@@ -132,6 +135,7 @@ class Broker:
         await asyncio.gather(*self._connections, return_exceptions=True)
         await self.cleaner.stop()
         self.logs.close()
+        self._lock.release()
         log.info("Broker %d shut down cleanly", self.node_id)
 
     def _advertised(self, bound_host: str) -> tuple[str, int]:

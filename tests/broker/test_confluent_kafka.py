@@ -325,3 +325,13 @@ def test_deleting_a_topic_removes_its_committed_offsets(shared_broker: BrokerPro
         assert consumer.committed([TopicPartition(name, 0)], timeout=10)[0].offset < 0
     finally:
         consumer.close()
+
+
+def test_a_second_broker_on_the_same_data_dir_is_refused(broker: BrokerProcess) -> None:
+    second = BrokerProcess(broker.data_dir, broker.log_path.with_name("second.log"))
+    with pytest.raises(RuntimeError) as refused:
+        second.start()
+    assert "another broker process is using the data directory" in str(refused.value)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})  # the first one is unharmed
+    producer.produce(unique("still-up"), value=b"x")
+    assert producer.flush(30) == 0
