@@ -107,11 +107,13 @@ class LocalLog:
         """Batches from the segment holding `offset`, or the next one with data."""
         segment = self.segments.floor(offset)
         while segment is not None:
+            following = self.segments.higher(segment.base_offset)
+            end = following.base_offset if following is not None else self.log_end_offset
             found = segment.read(offset, max_bytes, max_offset=max_offset,
-                                 min_one_batch=min_one_batch)
+                                 min_one_batch=min_one_batch, end_offset=end)
             if found is not None:
                 return found
-            segment = self.segments.higher(segment.base_offset)
+            segment = following
         return EMPTY_SLICE
 
     # ---- durability ---------------------------------------------------------------------

@@ -54,6 +54,11 @@ class OffsetIndex(IndexFile):
         slot = self._largest_lower_bound(target_offset - self.base_offset, 0)
         return self.entry(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
 
+    def floor_by_position(self, position: int) -> OffsetPosition | None:
+        """Largest entry whose batch starts at or before `position`, or None."""
+        slot = self._largest_lower_bound(position, 1)
+        return self.entry(slot) if slot >= 0 else None
+
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= 0x7FFFFFFF
 

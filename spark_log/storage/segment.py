@@ -195,10 +195,15 @@ class Segment:
         return None
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_batch: bool = True) -> FetchSlice | None:
+             min_one_batch: bool = True, end_offset: int | None = None) -> FetchSlice | None:
         """Whole batches from the one containing `start_offset`, at most `max_bytes` (but the
         first batch whole when `min_one_batch`), stopping before a batch starting at or after
-        `max_offset`. None when `start_offset` is past this segment's data."""
+        `max_offset`. None when `start_offset` is past this segment's data.
+
+        `end_offset`, when the caller knows it (the offset after this segment's last batch),
+        lets a read that takes the rest of the segment skip the batch walk; otherwise the walk
+        starts from the last index entry inside the byte limit, so it covers at most about
+        index.interval.bytes of batch headers however large the read."""
         if max_bytes < 0:
             raise ValueError(f"invalid max bytes {max_bytes} for a read of {self.log.path}")
         found = self.translate_offset(start_offset)
@@ -206,14 +211,32 @@ class Segment:
             return None
         start, first = found
         limit = max(max_bytes, first.size) if min_one_batch else max_bytes
-        end = start
-        for pos, header in self.log.batches(start):
+        stop = start + limit
+        size = self.log.size
+        if stop >= size and end_offset is not None and (max_offset is None or
+                                                        max_offset >= end_offset):
+            return self.log.slice(start, size - start)
+        end = self._walk_from(start, stop, max_offset)
+        for pos, header in self.log.batches(end):
             if max_offset is not None and header.base_offset >= max_offset:
                 break
-            if pos + header.size - start > limit:
+            if pos + header.size > stop:
                 break
             end = pos + header.size
         return self.log.slice(start, end - start)
+
+    def _walk_from(self, start: int, stop: int, max_offset: int | None) -> int:
+        """A batch position in [start, stop] from which a forward walk finds the read's end:
+        every batch before it lies inside the byte limit and below `max_offset`."""
+        entry = self.offset_index.floor_by_position(stop)
+        if entry is None or entry.position <= start:
+            return start
+        if max_offset is not None and entry.offset >= max_offset:
+            bounded = self.offset_index.lookup(max_offset - 1)
+            if bounded.position <= start or bounded.offset >= max_offset:
+                return start
+            entry = bounded
+        return entry.position
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when empty)."""
