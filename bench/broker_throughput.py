@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker_process import BrokerProcess
@@ -81,28 +81,38 @@ def kcat_consume(bootstrap: str, topic: str, expected: int) -> float:
     return elapsed
 
 
-def end_to_end_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[float, ...]:
+CONSUMER_SCRIPT = """
+import json, struct, sys, time
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, topic, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency",
+                     "fetch.wait.max.ms": 5, "enable.auto.commit": False})
+consumer.assign([TopicPartition(topic, 0, 0)])
+latencies = []
+deadline = time.monotonic() + 120
+print("ready", flush=True)
+while len(latencies) < total and time.monotonic() < deadline:
+    msg = consumer.poll(0.05)  # returns as soon as a record is there (consume(n) would wait for n)
+    if msg is not None and msg.error() is None:
+        sent = struct.unpack(">d", msg.value()[:8])[0]
+        latencies.append((time.time() - sent) * 1000)
+consumer.close()
+print(json.dumps(latencies))
+"""
+
+
+def end_to_end_latency(bootstrap: str, topic: str, rate: int, seconds: float,
+                       linger_ms: int = 5) -> tuple[float, ...]:
     """(p50 ms, p99 ms, fraction received) of produce-to-consume latency at `rate` records/s.
 
-    The producer paces itself with sleeps (so the consumer thread is not starved of the GIL)
-    and stamps each record with its wall-clock send time."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency",
-                         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
-    latencies: list[float] = []
+    Producer and consumer run in separate processes (no shared GIL); each record carries its
+    wall-clock send time. A new topic per call, so the consumer reads exactly these records."""
     total = int(rate * seconds)
-    stop = threading.Event()
-
-    def consume() -> None:
-        while not stop.is_set() and len(latencies) < total:
-            for msg in consumer.consume(1000, 0.05):
-                if msg.error() is None:
-                    sent = struct.unpack(">d", msg.value()[:8])[0]
-                    latencies.append((time.time() - sent) * 1000)
-
-    reader = threading.Thread(target=consume)
-    reader.start()
-    producer = Producer({"bootstrap.servers": bootstrap})
+    reader = subprocess.Popen([sys.executable, "-c", CONSUMER_SCRIPT, bootstrap, topic,
+                               str(total)], stdout=subprocess.PIPE, text=True)
+    assert reader.stdout is not None
+    reader.stdout.readline()  # "ready": assigned before the first record is sent
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms})
     start = time.perf_counter()
     for i in range(total):
         wait = start + i / rate - time.perf_counter()
@@ -111,13 +121,8 @@ def end_to_end_latency(bootstrap: str, topic: str, rate: int, seconds: float) ->
         producer.produce(topic, struct.pack(">d", time.time()) + bytes(92))
         producer.poll(0)
     producer.flush(30)
-    deadline = time.monotonic() + 30
-    while len(latencies) < total and time.monotonic() < deadline:
-        time.sleep(0.05)
-    stop.set()
-    reader.join()
-    consumer.close()
-    latencies.sort()
+    latencies = sorted(json.loads(reader.stdout.read()))
+    reader.wait(30)
     return (statistics.median(latencies), latencies[int(0.99 * len(latencies)) - 1],
             len(latencies) / total)
 
@@ -160,13 +165,16 @@ def main() -> None:
                   f"(x{row['produce_ratio_to_raw']:.3f} raw) | consume "
                   f"{row['consume_rec_s']:>9,.0f} rec/s {row['consume_mb_s']:6.1f} MB/s "
                   f"(x{row['consume_ratio_to_raw']:.3f} raw) | raw {raw:.0f} MB/s", flush=True)
-        admin.create_topics([NewTopic("bench-latency", 1)])["bench-latency"].result(30)
+        for name in ("bench-warmup", "bench-latency-5", "bench-latency-0"):
+            admin.create_topics([NewTopic(name, 1)])[name].result(30)
         # warm-up: the first consumer group creates __consumer_offsets (50 partitions)
-        end_to_end_latency(broker.bootstrap, "bench-latency", 10_000, 1)
-        p50, p99, delivered = end_to_end_latency(broker.bootstrap, "bench-latency", 10_000, 5)
-        print(f"end-to-end latency at 10,000 rec/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
-              f"({delivered:.0%} received)")
-        results.append({"latency_p50_ms": p50, "latency_p99_ms": p99})
+        end_to_end_latency(broker.bootstrap, "bench-warmup", 10_000, 1)
+        for linger in (5, 0):
+            p50, p99, delivered = end_to_end_latency(broker.bootstrap, f"bench-latency-{linger}",
+                                                     10_000, 5, linger)
+            print(f"end-to-end latency at 10,000 rec/s, linger.ms={linger}: p50 {p50:.2f} ms, "
+                  f"p99 {p99:.2f} ms ({delivered:.0%} received)")
+            results.append({"linger_ms": linger, "latency_p50_ms": p50, "latency_p99_ms": p99})
         print(json.dumps(results))
     finally:
         broker.stop()
