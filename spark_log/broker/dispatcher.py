@@ -61,6 +61,8 @@ class Dispatcher:
         self._broker.metrics.observe_request(header.api_key, time.perf_counter() - started)
         if value is None:
             return None
+        if isinstance(value, bytes):  # a hot-path handler encoded its own frame (Produce)
+            return [value]
         return self._encode(header.api_key, header.api_version, header.correlation_id, value)
 
     @staticmethod

@@ -10,7 +10,9 @@ that only that loop may touch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -53,17 +55,33 @@ class BrokerMetrics:
                                       ["topic"], registry=r)
 
     def observe_request(self, api_key: int, seconds: float) -> None:
-        name = api_name(api_key)
-        self.requests.labels(name).inc()
-        self.request_seconds.labels(name).observe(seconds)
+        count, latency = self._per_api(api_key)
+        count.inc()
+        latency.observe(seconds)
 
     def record_produce(self, topic: str, size: int, count: int) -> None:
-        self.bytes_in.labels(topic).inc(size)
-        self.messages_in.labels(topic).inc(count)
+        size_in, messages_in = self._per_topic_in(topic)
+        size_in.inc(size)
+        messages_in.inc(count)
 
     def record_fetch(self, topic: str, size: int) -> None:
         if size:
-            self.bytes_out.labels(topic).inc(size)
+            self._per_topic_out(topic).inc(size)
+
+    # labels() costs a lock and a lookup; these run on every request, so the children are
+    # looked up once per API or topic.
+    @functools.cache  # noqa: B019 - one BrokerMetrics per broker, kept for its lifetime
+    def _per_api(self, api_key: int) -> tuple[Any, Any]:
+        name = api_name(api_key)
+        return self.requests.labels(name), self.request_seconds.labels(name)
+
+    @functools.cache  # noqa: B019
+    def _per_topic_in(self, topic: str) -> tuple[Any, Any]:
+        return self.bytes_in.labels(topic), self.messages_in.labels(topic)
+
+    @functools.cache  # noqa: B019
+    def _per_topic_out(self, topic: str) -> Any:
+        return self.bytes_out.labels(topic)
 
     def add_state(self, read: StateReader) -> None:
         """Gauges computed at scrape time by `read()`."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from spark_log.protocol import ErrorCode, ProtocolError
 from spark_log.protocol.api_keys import ApiKey
+from spark_log.protocol.produce_response import PartitionResult, encode_produce_response
 
 from ..errors import KafkaError, error_code_for, error_message_for
 from . import handles
@@ -20,27 +21,25 @@ VALID_ACKS = (-1, 0, 1)
 
 
 @handles(ApiKey.PRODUCE)
-async def handle_produce(ctx: Any, request: Any) -> dict[str, Any] | None:
+async def handle_produce(ctx: Any, request: Any) -> bytes | None:
     broker = ctx.broker
     acks = request.acks
-    responses = []
-    failed: list[str] = []
+    results = []
     for topic in request.topic_data:
-        partitions = []
-        for data in topic.partition_data:
-            answer = _append(broker, topic.name, data.index, data.records, acks)
-            if answer["error_code"] != ErrorCode.none:
-                failed.append(f"{topic.name}-{data.index}: {answer['error_message']}")
-            partitions.append(answer)
-        responses.append({"name": topic.name, "partition_responses": partitions})
+        answers = [_append(broker, topic.name, data.index, data.records, acks)
+                   for data in topic.partition_data]
+        results.append((topic.name, answers))
     if acks == 0:
+        failed = [f"{name}-{a.index}: {a.error_message}" for name, answers in results
+                  for a in answers if a.error_code != ErrorCode.none]
         if failed:
             raise ProtocolError(f"acks=0 produce failed ({'; '.join(failed)})")
         return None
-    return {"responses": responses, "throttle_time": 0}
+    return encode_produce_response(ctx.header.correlation_id, ctx.version, results)
 
 
-def _append(broker: Any, topic: str, partition: int, records: Any, acks: int) -> dict[str, Any]:
+def _append(broker: Any, topic: str, partition: int, records: Any,
+            acks: int) -> PartitionResult:
     try:
         if acks not in VALID_ACKS:
             raise KafkaError(ErrorCode.invalid_required_acks,
@@ -54,11 +53,8 @@ def _append(broker: Any, topic: str, partition: int, records: Any, acks: int) ->
         result = broker.replicas.append(topic, partition, records)
     except Exception as exc:
         broker.metrics.failed_produce.labels(topic).inc()
-        return {"index": partition, "error_code": error_code_for(exc), "base_offset": -1,
-                "log_append_time": -1, "log_start_offset": -1, "record_errors": [],
-                "error_message": error_message_for(exc)}
+        return PartitionResult(partition, error_code_for(exc), -1, -1, -1,
+                               error_message_for(exc))
     broker.metrics.record_produce(topic, result.size_bytes, result.record_count)
-    return {"index": partition, "error_code": ErrorCode.none, "base_offset": result.first_offset,
-            "log_append_time": result.log_append_time,
-            "log_start_offset": result.log_start_offset, "record_errors": [],
-            "error_message": None}
+    return PartitionResult(partition, ErrorCode.none, result.first_offset,
+                           result.log_append_time, result.log_start_offset, None)

@@ -1,0 +1,88 @@
+"""The Produce response, written by hand: every produce request gets one, so it is a hot path.
+
+Byte for byte what kio writes for ProduceResponse v3-v11 (the tests compare the two), in about a
+tenth of the time: a response is a few fixed-width fields per partition. Layout: responses
+[name, partition_responses [index int32, error_code int16, base_offset int64,
+log_append_time_ms int64, log_start_offset int64 (v5+), record_errors [] (v8+), error_message
+nullable string (v8+)]], throttle_time_ms int32. v9+ are flexible: compact arrays and strings,
+an empty tagged-field section after each struct, response header v1. The v10+ tagged fields
+(current leader, node endpoints) are only for leader changes and are never sent here.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from .framing import SIZE_PREFIX
+from .wire import uvarint
+
+__all__ = ["PartitionResult", "encode_produce_response"]
+
+_FIRST_FLEXIBLE = 9
+_NO_TAGS = b"\x00"
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_PARTITION = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_INT64 = struct.Struct(">q")
+
+
+class PartitionResult(NamedTuple):
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    error_message: str | None
+
+
+def encode_produce_response(correlation_id: int, version: int,
+                            topics: Sequence[tuple[str, Sequence[PartitionResult]]],
+                            throttle_time_ms: int = 0) -> bytes:
+    """A complete response frame: size prefix, header, body."""
+    flexible = version >= _FIRST_FLEXIBLE
+    out = [bytes(SIZE_PREFIX.size), _INT32.pack(correlation_id)]
+    if flexible:
+        out.append(_NO_TAGS)
+    out.append(_count(len(topics), flexible))
+    for name, partitions in topics:
+        out.append(_string(name, flexible))
+        out.append(_count(len(partitions), flexible))
+        for p in partitions:
+            out.append(_partition(p, version, flexible))
+        if flexible:
+            out.append(_NO_TAGS)
+    out.append(_INT32.pack(throttle_time_ms))
+    if flexible:
+        out.append(_NO_TAGS)
+    frame = bytearray(b"".join(out))
+    SIZE_PREFIX.pack_into(frame, 0, len(frame) - SIZE_PREFIX.size)
+    return bytes(frame)
+
+
+def _partition(p: PartitionResult, version: int, flexible: bool) -> bytes:
+    parts = [_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time)]
+    if version >= 5:
+        parts.append(_INT64.pack(p.log_start_offset))
+    if version >= 8:
+        parts.append(_count(0, flexible))  # record_errors
+        parts.append(_nullable_string(p.error_message, flexible))
+    if flexible:
+        parts.append(_NO_TAGS)
+    return b"".join(parts)
+
+
+def _count(n: int, flexible: bool) -> bytes:
+    return uvarint(n + 1) if flexible else _INT32.pack(n)
+
+
+def _string(text: str, flexible: bool) -> bytes:
+    data = text.encode()
+    return (uvarint(len(data) + 1) if flexible else _INT16.pack(len(data))) + data
+
+
+def _nullable_string(text: str | None, flexible: bool) -> bytes:
+    if text is None:
+        return b"\x00" if flexible else _INT16.pack(-1)
+    return _string(text, flexible)

@@ -1,0 +1,51 @@
+"""The hand-written Produce response equals kio's encoding byte for byte, in every version."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_log.protocol import decode_response, encode_response, spec_for
+from spark_log.protocol.api_keys import ApiKey
+from spark_log.protocol.entity_build import build
+from spark_log.protocol.produce_response import PartitionResult, encode_produce_response
+
+SPEC = spec_for(ApiKey.PRODUCE)
+assert SPEC is not None
+VERSIONS = range(SPEC.min_version, SPEC.topic_id_max_version + 1)
+
+partitions = st.builds(
+    PartitionResult,
+    index=st.integers(0, 2**31 - 1), error_code=st.integers(-1, 120),
+    base_offset=st.integers(-1, 2**62), log_append_time=st.one_of(st.just(-1),
+                                                                   st.integers(0, 2**42)),
+    log_start_offset=st.integers(-1, 2**62), error_message=st.none() | st.text(max_size=40))
+topics = st.lists(st.tuples(st.text(min_size=1, max_size=30), st.lists(partitions, max_size=4)),
+                  max_size=4)
+
+
+def as_dict(results: list[tuple[str, list[PartitionResult]]], throttle: int) -> dict:
+    return {"throttle_time": throttle, "responses": [
+        {"name": name, "partition_responses": [
+            {**p._asdict(), "record_errors": []} for p in parts]}
+        for name, parts in results]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(version=st.sampled_from(list(VERSIONS)), results=topics,
+       throttle=st.integers(0, 2**31 - 1), correlation=st.integers(-(2**31), 2**31 - 1))
+def test_equals_kio_encoding(version: int, results: list, throttle: int,
+                             correlation: int) -> None:
+    expected = encode_response(correlation, build(SPEC.response_type(version),
+                                                  as_dict(results, throttle)))
+    assert encode_produce_response(correlation, version, results, throttle) == expected
+
+
+def test_decodes_back_with_kio() -> None:
+    results = [("orders", [PartitionResult(3, 0, 42, -1, 7, None)])]
+    frame = encode_produce_response(9, 11, results)
+    correlation, response = decode_response(frame[4:], ApiKey.PRODUCE, 11)
+    assert correlation == 9
+    p = response.responses[0].partition_responses[0]
+    assert (response.responses[0].name, p.index, p.base_offset, p.log_start_offset) == \
+        ("orders", 3, 42, 7)
