@@ -1,5 +1,6 @@
 """Ending a transaction from a process other than the one that wrote it (two-phase commit, as
-Flink's and Spark's exactly-once Kafka sinks "resume" a prepared transaction).
+Flink's and Spark's exactly-once Kafka sinks "resume" a prepared transaction), and the
+coordinator-side views and fencing a committer needs around it.
 
 A writer runs a transaction up to, but not including, its commit, and hands over its
 transactional id, producer id and epoch (`describe` reads them from the coordinator). Any
@@ -8,6 +9,11 @@ coordinator, which accepts it from any connection as long as no InitProducerId f
 transactional id has bumped the epoch since and the transaction has not timed out
 (transaction.timeout.ms). A commit repeated after it succeeded answers NONE, so a driver may
 retry safely; an abort after a commit (or the reverse) is INVALID_TXN_STATE.
+
+`fence` is InitProducerId for a transactional id: the coordinator aborts whatever transaction the
+id has open and bumps its epoch, so a writer still running with the old epoch (a zombie task) can
+neither write nor commit any more. `list_open` is ListTransactions on every broker: the ids with a
+transaction open, which is how a restarted writer finds what a dead run left behind.
 
 Works against any Kafka broker (the requests are Kafka's): librdkafka cannot send EndTxn for a
 producer id it did not initialize, hence this small blocking client.
@@ -29,7 +35,9 @@ from spark_log.protocol.response_header import parse_response_header
 TRANSACTION_KEY_TYPE = 1
 RETRIABLE = frozenset({ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress,
                        ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
-_VERSIONS = {ApiKey.FIND_COORDINATOR: 3, ApiKey.END_TXN: 3, ApiKey.DESCRIBE_TRANSACTIONS: 0}
+_VERSIONS = {ApiKey.FIND_COORDINATOR: 3, ApiKey.END_TXN: 3, ApiKey.DESCRIBE_TRANSACTIONS: 0,
+             ApiKey.INIT_PRODUCER_ID: 3, ApiKey.LIST_TRANSACTIONS: 0, ApiKey.METADATA: 1}
+OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
 class TransactionError(Exception):
@@ -88,6 +96,29 @@ class TransactionClient:
             "transactional_id": transactional_id, "producer_id": producer_id,
             "producer_epoch": producer_epoch, "committed": commit}, lambda r: r)
 
+    def fence(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+        """InitProducerId: abort the id's open transaction (if any) and bump its epoch, fencing
+        every producer that still holds the old one. Returns the new (producer id, epoch)."""
+        answer = self._retrying(transactional_id, ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": transactional_id, "transaction_timeout": timeout_ms,
+            "producer_id": -1, "producer_epoch": -1}, lambda r: r)
+        return int(answer.producer_id), int(answer.producer_epoch)
+
+    def list_open(self, prefix: str = "") -> list[tuple[str, int, str]]:
+        """(transactional id, producer id, state) of every transaction open on the cluster whose
+        id starts with `prefix` (ListTransactions, Kafka 3.0+, asked of every broker)."""
+        found = []
+        for address in self._brokers():
+            answer = self._request(address, ApiKey.LIST_TRANSACTIONS,
+                                   {"state_filters": list(OPEN_STATES), "producer_id_filters": []})
+            code = ErrorCode(answer.error_code)
+            if code != ErrorCode.none:
+                raise TransactionError(code, f"LIST_TRANSACTIONS on {address}")
+            found += [(t.transactional_id, int(t.producer_id), t.transaction_state)
+                      for t in answer.transaction_states
+                      if t.transactional_id.startswith(prefix)]
+        return sorted(found)
+
     # ---- plumbing -----------------------------------------------------------------------------
     def _retrying(self, transactional_id: str, api_key: int, body: dict[str, Any],
                   pick: Any) -> Any:
@@ -105,6 +136,10 @@ class TransactionClient:
                 self.close()
             time.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
+
+    def _brokers(self) -> list[str]:
+        meta = self._request(self.bootstrap, ApiKey.METADATA, {"topics": []})
+        return sorted(f"{b.host}:{b.port}" for b in meta.brokers) or [self.bootstrap]
 
     def _coordinator(self, transactional_id: str) -> str:
         response = self._request(self.bootstrap, ApiKey.FIND_COORDINATOR,
