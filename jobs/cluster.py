@@ -7,11 +7,17 @@ create on it.
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
+from typing import Any
 
 from spark_log import sidecar
 
 from .console import say
+
+_librdkafka = logging.getLogger("jobs.librdkafka")
+_librdkafka.addHandler(logging.NullHandler())
+_librdkafka.propagate = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,9 +52,9 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int,
                  config: dict[str, str] | None = None) -> int:
     """Create `topic` (with `partitions` and `config`) unless it exists; its partition count."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     existing = admin.list_topics(timeout=30).topics.get(topic)
     if existing is not None and existing.error is None:
         return len(existing.partitions)
@@ -62,9 +68,14 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int,
 
 def require_topic(bootstrap: str, topic: str) -> None:
     """Exit with a clear message when `topic` does not exist."""
-    from confluent_kafka.admin import AdminClient
-
-    found = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
+    found = admin_client(bootstrap).list_topics(timeout=30).topics
     if topic not in found or found[topic].error is not None:
         raise SystemExit(f"topic {topic!r} does not exist on {bootstrap}; produce some events "
                          f"first: python jobs/generate_events.py --topic {topic}")
+
+
+def admin_client(bootstrap: str) -> Any:
+    """A confluent-kafka AdminClient whose librdkafka log lines stay out of the job's output."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "logger": _librdkafka})

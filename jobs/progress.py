@@ -1,14 +1,17 @@
-"""Progress lines for streaming queries: one line per micro-batch that did something (rows
-read, windows updated, the watermark, late rows dropped), from a StreamingQueryListener.
+"""Progress of streaming queries: one line per micro-batch that did something (rows read,
+windows changed, late rows dropped, the watermark), said as it happens by a
+StreamingQueryListener, and the totals of a finished query from its recent progress.
 
-    with progress.reported(spark, "click-stats"):
+    with progress.reported(spark, "click_stats"):
         query.awaitTermination()
+    totals = progress.totals(query)
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -16,6 +19,16 @@ from pyspark.sql.streaming import StreamingQueryListener
 from jobs.console import say
 
 _NO_WATERMARK = "1970-01-01T00:00:00.000Z"
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What the micro-batches of a query did (the last 100, as Spark keeps them)."""
+
+    batches: int
+    rows_in: int
+    dropped: int
+    watermark: str | None
 
 
 class _Lines(StreamingQueryListener):
@@ -28,9 +41,8 @@ class _Lines(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event: Any) -> None:
-        progress = event.progress
-        if progress.name == self.name:
-            line = describe(progress)
+        if event.progress.name == self.name:
+            line = describe(event.progress)
             if line:
                 say(line)
 
@@ -42,22 +54,48 @@ class _Lines(StreamingQueryListener):
 
 
 def describe(progress: Any) -> str | None:
-    """`batch 3: 512 rows in, 2 windows updated, 1 late row dropped, watermark 12:00:30`, or
+    """`batch 3: 512 rows in, 2 windows changed, 1 late row dropped, watermark 12:00:30`, or
     None for a batch that read nothing and changed nothing."""
     operators = progress.stateOperators or []
-    updated = sum(op.numRowsUpdated for op in operators)
-    dropped = sum(op.numRowsDroppedByWatermark for op in operators)
-    if not progress.numInputRows and not updated and not dropped:
+    changed = sum(op.numRowsUpdated + op.numRowsRemoved for op in operators)
+    dropped = _dropped(progress)
+    if not progress.numInputRows and not changed and not dropped:
         return None
-    parts = [f"batch {progress.batchId}: {progress.numInputRows} rows in"]
+    parts = [f"batch {progress.batchId}: {plural(progress.numInputRows, 'row')} in"]
     if operators:
-        parts.append(f"{updated} windows updated")
+        parts.append(f"{plural(changed, 'window')} changed")
     if dropped:
-        parts.append(f"{dropped} late rows dropped")
-    watermark = (progress.eventTime or {}).get("watermark")
-    if watermark and watermark != _NO_WATERMARK:
-        parts.append(f"watermark {watermark.replace('T', ' ').removesuffix('.000Z')}")
+        parts.append(f"{plural(dropped, 'late row')} dropped")
+    watermark = _watermark(progress)
+    if watermark:
+        parts.append(f"watermark {watermark}")
     return ", ".join(parts)
+
+
+def totals(query: Any) -> Totals:
+    """The totals of `query`'s recent progress (read it once the query has stopped)."""
+    batches = query.recentProgress
+    marks = [m for m in (_watermark(p) for p in batches) if m]
+    return Totals(batches=sum(1 for p in batches if p.numInputRows),
+                  rows_in=sum(p.numInputRows for p in batches),
+                  dropped=sum(_dropped(p) for p in batches),
+                  watermark=marks[-1] if marks else None)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _dropped(progress: Any) -> int:
+    return sum(op.numRowsDroppedByWatermark for op in progress.stateOperators or [])
+
+
+def _watermark(progress: Any) -> str | None:
+    """The batch's watermark as `2024-05-01 12:00:30` (UTC), None before the first one."""
+    watermark = (progress.eventTime or {}).get("watermark")
+    if not watermark or watermark == _NO_WATERMARK:
+        return None
+    return watermark.replace("T", " ").removesuffix("Z").removesuffix(".000")
 
 
 @contextlib.contextmanager

@@ -3,15 +3,18 @@ local[2]), Python workers on this interpreter (the one that has spark_log instal
 `python jobs/x.py` just works), pylog registered, UTC session time, loopback only in local
 mode, and Spark's console output down to warnings.
 
-A session that already runs in the process (a notebook's, a test's) is reused as it is.
+A session that already runs in the process (a notebook's, a test's) is reused as it is, and
+`running` stops only a session it started.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +33,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "aggregation; default 2)")
 
 
-def build(app_name: str, master: str = "local[2]", shuffle_partitions: int = 2) -> Any:
-    """The active session, or a new one set up for the jobs."""
+@contextlib.contextmanager
+def running(app_name: str, master: str = "local[2]", shuffle_partitions: int = 2
+            ) -> Iterator[Any]:
+    """The active session, or a new one (stopped at the end of the block)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         spark_log.register(active)
-        return active
+        yield active
+        return
+    session = build(app_name, master, shuffle_partitions)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def build(app_name: str, master: str = "local[2]", shuffle_partitions: int = 2) -> Any:
+    """A new session set up for the jobs (or the one the process already has)."""
+    from pyspark.sql import SparkSession
+
     _prepare_environment(master)
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))

@@ -166,20 +166,17 @@ def run(args: argparse.Namespace, spark: Any) -> Any:
     with progress.reported(spark, name):
         query = start(spark, args, bootstrap)
         await_end(query, args)
-    batches = [p for p in query.recentProgress if p.numInputRows]
-    say(f"query {name} stopped after {sum(p.numInputRows for p in batches)} rows in "
-        f"{len(batches)} micro-batches")
+    done = progress.totals(query)
+    dropped = f", {done.dropped} late rows dropped" if done.dropped else ""
+    say(f"query {name} stopped: {done.rows_in} rows in {done.batches} micro-batches{dropped}")
     return query
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.bootstrap_server = cluster.resolve(args)  # a missing sidecar starts before Spark does
-    spark = spark_session.build("stream_etl", args.master, args.shuffle_partitions)
-    try:
+    with spark_session.running("stream_etl", args.master, args.shuffle_partitions) as spark:
         run(args, spark)
-    finally:
-        spark.stop()
     return 0
 
 
