@@ -148,14 +148,15 @@ def results_table(spark: Any, bootstrap: str, topic: str) -> Any:
 def report(frame: Any, produced: int, totals: progress.Totals, args: argparse.Namespace,
            bootstrap: str) -> None:
     counted = int(frame["events"].sum()) if not frame.empty else 0
-    open_rows = produced - counted - totals.dropped
     print(f"\nWindow statistics read back from topic {args.output_topic} (UTC, "
           f"{args.window} windows):\n", flush=True)
     print(table(frame), flush=True)
-    print(f"\n{produced} events produced; {counted} counted in {len(frame)} final windows; "
-          f"{totals.dropped} arrived after the watermark and were dropped; {open_rows} are in "
-          f"windows still open (the watermark, {totals.watermark or '-'}, has not passed their "
-          "end: a running query writes them once later events move it on).", flush=True)
+    late = ("some arrived after the watermark and were dropped, the others"
+            if totals.dropped else "they")
+    print(f"\n{produced} events produced, {counted} counted in {len(frame)} final windows. Of "
+          f"the other {produced - counted}, {late} are in windows still open: the watermark "
+          f"({totals.watermark or '-'}) has not passed their end; a running query writes them "
+          "once later events move it on.", flush=True)
     tool = spark_log_command()
     print(f"\nBroker: {bootstrap} (data dir {args.data_dir}). Try:\n"
           f"  {tool} topics describe --data-dir {args.data_dir} --topic {args.topic}\n"

@@ -23,7 +23,9 @@ _NO_WATERMARK = "1970-01-01T00:00:00.000Z"
 
 @dataclass(frozen=True)
 class Totals:
-    """What the micro-batches of a query did (the last 100, as Spark keeps them)."""
+    """What the micro-batches of a query did (the last 100, as Spark keeps them). `dropped`
+    counts rows the watermark kept out of the state, after partial aggregation (per window and
+    task), not events."""
 
     batches: int
     rows_in: int
@@ -54,8 +56,9 @@ class _Lines(StreamingQueryListener):
 
 
 def describe(progress: Any) -> str | None:
-    """`batch 3: 512 rows in, 2 windows changed, 1 late row dropped, watermark 12:00:30`, or
-    None for a batch that read nothing and changed nothing."""
+    """`batch 3: 512 rows in, 2 windows changed, late data dropped, watermark 12:00:30`, or
+    None for a batch that read nothing and changed nothing. (Spark counts late rows after
+    partial aggregation, so its count is not one of events.)"""
     operators = progress.stateOperators or []
     changed = sum(op.numRowsUpdated + op.numRowsRemoved for op in operators)
     dropped = _dropped(progress)
@@ -65,7 +68,7 @@ def describe(progress: Any) -> str | None:
     if operators:
         parts.append(f"{plural(changed, 'window')} changed")
     if dropped:
-        parts.append(f"{plural(dropped, 'late row')} dropped")
+        parts.append("late data dropped")
     watermark = _watermark(progress)
     if watermark:
         parts.append(f"watermark {watermark}")

@@ -167,7 +167,7 @@ def run(args: argparse.Namespace, spark: Any) -> Any:
         query = start(spark, args, bootstrap)
         await_end(query, args)
     done = progress.totals(query)
-    dropped = f", {done.dropped} late rows dropped" if done.dropped else ""
+    dropped = ", late data dropped by the watermark" if done.dropped else ""
     say(f"query {name} stopped: {done.rows_in} rows in {done.batches} micro-batches{dropped}")
     return query
 

@@ -26,8 +26,8 @@ class Record:
 def create(bootstrap: str, topic: str, partitions: int = 1) -> str:
     from confluent_kafka.admin import NewTopic
 
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(topic, partitions)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result is in
+    admin.create_topics([NewTopic(topic, partitions)])[topic].result(30)
     return topic
 
 
