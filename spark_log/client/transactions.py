@@ -21,31 +21,21 @@ producer id it did not initialize, hence this small blocking client.
 
 from __future__ import annotations
 
-import socket
 import struct
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from spark_log.protocol import ErrorCode, decode_response, encode_request, spec_for
+from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
-from spark_log.protocol.entity_build import build
 from spark_log.protocol.response_header import parse_response_header
 
-TRANSACTION_KEY_TYPE = 1
-RETRIABLE = frozenset({ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress,
-                       ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
-_VERSIONS = {ApiKey.FIND_COORDINATOR: 3, ApiKey.END_TXN: 3, ApiKey.DESCRIBE_TRANSACTIONS: 0,
-             ApiKey.INIT_PRODUCER_ID: 3, ApiKey.LIST_TRANSACTIONS: 0, ApiKey.METADATA: 1}
+from .wire import TRANSACTION_KEY, WireClient, WireError
+
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+DESCRIBE_VERSION = 0
 
-
-class TransactionError(Exception):
-    """The coordinator refused: `code` says why (PRODUCER_FENCED, INVALID_TXN_STATE ...)."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(f"{message}: {code.name.upper()}")
-        self.code = code
+# The coordinator refused: `code` says why (PRODUCER_FENCED, INVALID_TXN_STATE ...).
+TransactionError = WireError
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,57 +50,54 @@ class TransactionInfo:
     partitions: tuple[tuple[str, int], ...]
 
 
-class TransactionClient:
-    """A blocking client for `describe` and `end`. Not thread-safe; close it when done."""
+class TransactionClient(WireClient):
+    """A blocking client for `describe`, `end`, `fence` and `list_open`. Not thread-safe;
+    close it when done."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "spark-log"
-                 ) -> None:
-        self.bootstrap = bootstrap.split(",")[0].strip()
-        self.timeout_s = timeout_s
-        self.client_id = client_id
-        self._sockets: dict[str, socket.socket] = {}
-        self._correlation = 0
-
-    def close(self) -> None:
-        for sock in self._sockets.values():
-            sock.close()
-        self._sockets.clear()
-
-    def __enter__(self) -> TransactionClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # ---- API ----------------------------------------------------------------------------------
     def describe(self, transactional_id: str) -> TransactionInfo:
         """The id's state, producer id and epoch, and the partitions of its open transaction."""
-        return self._retrying(transactional_id, ApiKey.DESCRIBE_TRANSACTIONS,
-                              {"transactional_ids": [transactional_id]}, lambda r: r.info)
+        answer = self.coordinated(
+            transactional_id, TRANSACTION_KEY, ApiKey.DESCRIBE_TRANSACTIONS, DESCRIBE_VERSION,
+            {"transactional_ids": [transactional_id]}, lambda r: r.error_code, _decode_describe)
+        return answer.info
 
     def end(self, transactional_id: str, producer_id: int, producer_epoch: int,
             commit: bool) -> None:
         """Commit (or abort) the open transaction of (producer id, epoch); raises
         TransactionError if the coordinator refuses."""
-        self._retrying(transactional_id, ApiKey.END_TXN, {
+        self.coordinated(transactional_id, TRANSACTION_KEY, ApiKey.END_TXN, 3, {
             "transactional_id": transactional_id, "producer_id": producer_id,
-            "producer_epoch": producer_epoch, "committed": commit}, lambda r: r)
+            "producer_epoch": producer_epoch, "committed": commit}, lambda r: r.error_code)
 
     def fence(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
         """InitProducerId: abort the id's open transaction (if any) and bump its epoch, fencing
         every producer that still holds the old one. Returns the new (producer id, epoch)."""
-        answer = self._retrying(transactional_id, ApiKey.INIT_PRODUCER_ID, {
+        answer = self.coordinated(transactional_id, TRANSACTION_KEY, ApiKey.INIT_PRODUCER_ID, 3, {
             "transactional_id": transactional_id, "transaction_timeout": timeout_ms,
-            "producer_id": -1, "producer_epoch": -1}, lambda r: r)
+            "producer_id": -1, "producer_epoch": -1}, lambda r: r.error_code)
         return int(answer.producer_id), int(answer.producer_epoch)
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: list[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn: make `partitions` part of the open transaction (before writing
+        to them)."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        self.coordinated(transactional_id, TRANSACTION_KEY, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": transactional_id,
+            "v3_and_below_producer_id": producer_id,
+            "v3_and_below_producer_epoch": producer_epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": sorted(ps)}
+                                    for t, ps in sorted(by_topic.items())]}, _add_error)
 
     def list_open(self, prefix: str = "") -> list[tuple[str, int, str]]:
         """(transactional id, producer id, state) of every transaction open on the cluster whose
         id starts with `prefix` (ListTransactions, Kafka 3.0+, asked of every broker)."""
         found = []
-        for address in self._brokers():
-            answer = self._request(address, ApiKey.LIST_TRANSACTIONS,
-                                   {"state_filters": list(OPEN_STATES), "producer_id_filters": []})
+        for address in self.brokers():
+            answer = self.request(address, ApiKey.LIST_TRANSACTIONS, 0,
+                                  {"state_filters": list(OPEN_STATES), "producer_id_filters": []})
             code = ErrorCode(answer.error_code)
             if code != ErrorCode.none:
                 raise TransactionError(code, f"LIST_TRANSACTIONS on {address}")
@@ -119,72 +106,22 @@ class TransactionClient:
                       if t.transactional_id.startswith(prefix)]
         return sorted(found)
 
-    # ---- plumbing -----------------------------------------------------------------------------
-    def _retrying(self, transactional_id: str, api_key: int, body: dict[str, Any],
-                  pick: Any) -> Any:
-        deadline = time.monotonic() + self.timeout_s
-        backoff = 0.02
-        while True:
-            coordinator = self._coordinator(transactional_id)
-            answer = self._request(coordinator, api_key, body)
-            code = ErrorCode(answer.error_code)
-            if code == ErrorCode.none:
-                return pick(answer)
-            if code not in RETRIABLE or time.monotonic() + backoff > deadline:
-                raise TransactionError(code, f"{ApiKey(api_key).name} for {transactional_id}")
-            if code == ErrorCode.not_coordinator:
-                self.close()
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
 
-    def _brokers(self) -> list[str]:
-        meta = self._request(self.bootstrap, ApiKey.METADATA, {"topics": []})
-        return sorted(f"{b.host}:{b.port}" for b in meta.brokers) or [self.bootstrap]
-
-    def _coordinator(self, transactional_id: str) -> str:
-        response = self._request(self.bootstrap, ApiKey.FIND_COORDINATOR,
-                                 {"key": transactional_id, "key_type": TRANSACTION_KEY_TYPE})
-        if response.error_code != ErrorCode.none:
-            return self.bootstrap  # the retry loop asks again
-        return f"{response.host}:{response.port}"
-
-    def _request(self, address: str, api_key: int, body: dict[str, Any]) -> Any:
-        version = _VERSIONS[api_key]
-        spec = spec_for(api_key)
-        assert spec is not None
-        self._correlation += 1
-        frame = encode_request(self._correlation, self.client_id,
-                               build(spec.request_type(version), body))
-        sock = self._socket(address)
-        try:
-            sock.sendall(frame)
-            size = struct.unpack(">i", _read(sock, 4))[0]
-            data = _read(sock, size)
-        except OSError:
-            self._sockets.pop(address, None)
-            sock.close()
-            raise
-        if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
-            correlation, body = parse_response_header(data, api_key, version)
-            response: Any = _describe_response(body)
-        else:
-            correlation, response = decode_response(data, api_key, version)
-        assert correlation == self._correlation
-        return response
-
-    def _socket(self, address: str) -> socket.socket:
-        sock = self._sockets.get(address)
-        if sock is None:
-            host, port = address.rsplit(":", 1)
-            sock = socket.create_connection((host, int(port)), timeout=self.timeout_s)
-            self._sockets[address] = sock
-        return sock
+def _add_error(answer: Any) -> int:
+    return next((int(p.partition_error_code) for t in answer.results_by_topic_v3_and_below
+                 for p in t.results_by_partition if p.partition_error_code != ErrorCode.none), 0)
 
 
 @dataclass(frozen=True, slots=True)
 class _Described:
     error_code: int
     info: TransactionInfo
+
+
+def _decode_describe(data: memoryview) -> _Described:
+    _correlation, body = parse_response_header(data, ApiKey.DESCRIBE_TRANSACTIONS,
+                                               DESCRIBE_VERSION)
+    return _describe_response(body)
 
 
 def _describe_response(body: memoryview | bytes) -> _Described:
@@ -246,14 +183,3 @@ class _Reader:
         for _ in range(self.uvarint()):
             self.uvarint()
             self.pos += self.uvarint()
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)

@@ -29,6 +29,7 @@ from .offsets import (
     parse_timestamp_option,
     parse_timestamps_option,
 )
+from .txn_options import TXN_OPTIONS, TxnOptions, parse_txn_options
 
 # Spark's Kafka source options (their user-facing spelling; Spark lower-cases keys).
 STRATEGIES = ("assign", "subscribe", "subscribePattern")
@@ -81,7 +82,8 @@ def _lookup(names: tuple[str, ...]) -> dict[str, str]:
 
 SOURCE_NAMES = _lookup((*SPARK_SOURCE_OPTIONS, *CLIENT_OPTIONS, *AVRO_OPTIONS,
                         *PYLOG_SOURCE_OPTIONS, *SPARK_INTERNAL))
-SINK_NAMES = _lookup((*SPARK_SINK_OPTIONS, *CLIENT_OPTIONS, *AVRO_OPTIONS, *SPARK_INTERNAL))
+SINK_NAMES = _lookup((*SPARK_SINK_OPTIONS, *CLIENT_OPTIONS, *AVRO_OPTIONS, *SPARK_INTERNAL,
+                      *TXN_OPTIONS))
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,7 @@ class SourceOptions:
     group_id: str | None = None
     group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
     commit_offsets: bool = True
+    publish_planned: bool = False  # commitOffsets=transactional (see planned_offsets)
     direct_fetch: bool = True
     raw: Mapping[str, str] = field(default_factory=dict)
 
@@ -162,6 +165,7 @@ class SinkOptions:
     avro: AvroOptions
     topic: str | None = None
     include_headers: bool = False
+    txn: TxnOptions = field(default_factory=lambda: TxnOptions(False))
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -445,10 +449,26 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_retry_interval_ms=_nonneg(options, "fetchOffset.retryIntervalMs", 1000),
         group_id=_group_id(options, client),
         group_id_prefix=_get(options, "groupIdPrefix") or DEFAULT_GROUP_ID_PREFIX,
-        commit_offsets=parse_bool(options, "commitOffsets", True),
+        commit_offsets=_commit_mode(options) == "true",
+        publish_planned=_commit_mode(options) == "transactional",
         direct_fetch=parse_bool(options, "directFetch", True),
         raw={k.lower(): str(v) for k, v in options.items()},
     )
+
+
+def _commit_mode(options: Mapping[str, str]) -> str:
+    """commitOffsets: 'true' (monitoring commits), 'false', or 'transactional' (a pylog sink
+    with sourceGroupId commits them in its transactions; needs an explicit groupId)."""
+    mode = (_get(options, "commitOffsets") or "true").strip().lower()
+    if mode not in ("true", "false", "transactional"):
+        raise PylogOptionError(
+            f"Option 'commitOffsets' must be 'true', 'false' or 'transactional', got {mode!r}")
+    if mode == "transactional" and _get(options, "groupId") is None and \
+            _get(options, "kafka.group.id") is None:
+        raise PylogOptionError(
+            "Option 'commitOffsets' is 'transactional': give the group with 'groupId' (and the "
+            "same group as the sink's 'sourceGroupId').")
+    return mode
 
 
 def _nonneg(options: Mapping[str, str], name: str, default: int) -> int:
@@ -465,17 +485,19 @@ def _group_id(options: Mapping[str, str], client: ClientOptions) -> str | None:
     return group or from_kafka
 
 
-def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+def parse_sink_options(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
     """Validate write options; raises PylogOptionError naming the offending option."""
     _check_known(options, SINK_NAMES, "sink")
     topic = _get(options, "topic")
     if topic is not None and not topic.strip():
         raise PylogOptionError("Option 'topic' is empty.")
+    client = parse_client(options, UNSUPPORTED_PRODUCER)
     return SinkOptions(
-        client=parse_client(options, UNSUPPORTED_PRODUCER),
+        client=client,
         avro=parse_avro(options),
         topic=topic.strip() if topic else None,
         include_headers=parse_bool(options, "includeHeaders", False),
+        txn=parse_txn_options(options, client.kafka_conf, streaming=streaming),
     )
 
 

@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
 from .errors import PylogOptionError
 
 PUSHDOWN_WORKER = "data_source_pushdown_filters"
+WRITE_PLANNER = "write_into_data_source"  # plans writes; its writer is pickled to the tasks
 
 
 class PylogDataSource(DataSource):
@@ -85,16 +86,24 @@ class PylogDataSource(DataSource):
         return PylogBatchWriter(self._plan(schema))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        from .stream_writer import PylogStreamWriter
+        from .options import parse_sink_options
+        from .stream_writer import PylogStreamWriter, PylogTxnStreamWriter
 
-        return PylogStreamWriter(self._plan(schema))
+        opts = parse_sink_options(self.options, streaming=True)
+        plan = self._plan(schema, opts)
+        if not opts.txn.enabled:
+            return PylogStreamWriter(plan)
+        writer = PylogTxnStreamWriter(plan, opts.txn)
+        if _called_from(WRITE_PLANNER):  # the driver, before a micro-batch's tasks
+            writer.prepare()
+        return writer
 
-    def _plan(self, schema: Any) -> Any:
+    def _plan(self, schema: Any, opts: Any = None) -> Any:
         from .client import bootstrap_for
         from .options import parse_sink_options
         from .writer import make_plan, validate_write_schema
 
-        opts = parse_sink_options(self.options)
+        opts = opts or parse_sink_options(self.options)
         validate_write_schema(schema, opts)
         return make_plan(schema, opts, bootstrap_for(opts.client))
 
@@ -111,11 +120,17 @@ def _planning_with_pushdown() -> bool:
     """True when Spark's filter-pushdown planner (spark.sql.python.filterPushdown.enabled) is
     the caller. Spark refuses a reader that implements pushFilters when pushdown is off, so the
     pushdown-capable reader is only handed to that planner."""
+    return _called_from(PUSHDOWN_WORKER)
+
+
+def _called_from(module: str) -> bool:
+    """True when PySpark's worker module `module` is among the callers. PySpark creates
+    readers and writers in several worker processes; this tells which one is asking."""
     frame = sys._getframe(1)
-    for _ in range(8):
+    for _ in range(10):
         if frame is None:
             return False
-        if frame.f_globals.get("__name__", "").endswith(PUSHDOWN_WORKER):
+        if frame.f_globals.get("__name__", "").endswith(module):
             return True
         frame = frame.f_back
     return False

@@ -7,7 +7,9 @@ partition's end and applies admission control (`planner.admit`, `planner.should_
 partitions that appear later (new partitions, new topics matching a pattern) are read from their
 earliest offset. With Trigger.AvailableNow, `prepareForTriggerAvailableNow` pins the ends seen
 then, and the query stops once it has read up to them (in several batches if limits apply).
-`commit(end)` reports progress to the query's consumer group (`group_offsets`).
+`commit(end)` reports progress to the query's consumer group (`group_offsets`); with
+commitOffsets=transactional the source instead publishes each batch's end offsets as it plans
+the batch, for a pylog sink to commit in its transactions (`planned_offsets`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .client import Cluster, bootstrap_for, sample_record_sizes
 from .group_offsets import GroupCommitter
 from .offsets import Offsets, offsets_from_json, offsets_to_json
 from .options import SourceOptions
+from .planned_offsets import publish
 from .planner import OffsetRange, admit, should_wait, split_ranges, total_backlog
 from .range_reader import RangePartition, data_loss, read_range
 from .reader import default_group, make_builder
@@ -157,6 +160,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], first, stop))
         o = self.opts
+        if o.publish_planned:
+            publish(self.cluster, self.group, until)
         return [RangePartition(r.topic, r.partition, r.start, r.end, self.bootstrap,
                                dict(o.client.kafka_conf), o.fail_on_data_loss, o.poll_timeout_ms,
                                o.direct_fetch)

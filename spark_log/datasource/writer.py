@@ -142,7 +142,7 @@ class PylogBatchWriter(DataSourceArrowWriter):
 # ---- the task loop -----------------------------------------------------------------------
 
 
-class _Deliveries:
+class Deliveries:
     """Delivery reports: the first error and the highest offset per partition."""
 
     def __init__(self) -> None:
@@ -163,27 +163,42 @@ class _Deliveries:
 
 
 def produce_batches(plan: WritePlan, batches: Iterator[Any]) -> PylogCommitMessage:
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import Producer
 
     from .client import producer_conf
 
-    deliveries = _Deliveries()
+    deliveries = Deliveries()
     conf = producer_conf(plan.bootstrap, plan.kafka_conf)
     conf["on_delivery"] = deliveries
     producer = Producer(conf)
+    rows = send_batches(producer, plan, batches, deliveries)
+    flush(producer, plan, deliveries)
+    return PylogCommitMessage(rows, dict(deliveries.last))
+
+
+def send_batches(producer: Any, plan: WritePlan, batches: Iterator[Any],
+                 deliveries: Deliveries) -> int:
+    """Produce every row of `batches` (not flushed); stops early at the first delivery error.
+    Returns the number of rows handed to the producer."""
     encode_key, encode_value = _encoders(plan)
     rows = 0
     for batch in batches:
         rows += _produce_batch(producer, plan, batch, encode_key, encode_value)
         if deliveries.error is not None:
             break
+    return rows
+
+
+def flush(producer: Any, plan: WritePlan, deliveries: Deliveries) -> None:
+    """Wait for every delivery report; raise the first delivery error or a timeout."""
+    from confluent_kafka import KafkaException
+
     left = producer.flush(FLUSH_TIMEOUT_S)
     if deliveries.error is not None:
         raise KafkaException(deliveries.error)
     if left:
         raise TimeoutError(f"{left} records were not acknowledged by {plan.bootstrap} within "
                            f"{FLUSH_TIMEOUT_S:.0f}s")
-    return PylogCommitMessage(rows, dict(deliveries.last))
 
 
 Encoder = Callable[[Any], list[Any]]

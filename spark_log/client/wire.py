@@ -1,0 +1,151 @@
+"""A blocking request/response connection pool to Kafka brokers, over plaintext, through the
+project's protocol codecs — the plumbing under the small clients of this package.
+
+It does one request at a time per connection (correlation ids checked), finds coordinators
+(FindCoordinator v3) and partition leaders (Metadata v1), and retries coordinator requests
+while the answer is retriable (a coordinator loading, moving, or busy with a transaction). It
+speaks Kafka's protocol only, so it works against any Kafka broker; it is meant for a handful of
+control requests, where a librdkafka client's start-up (tens of milliseconds for its first
+connection) would cost more than the requests themselves.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from spark_log.protocol import ErrorCode, decode_response, encode_request, spec_for
+from spark_log.protocol.api_keys import ApiKey
+from spark_log.protocol.entity_build import build
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+RETRIABLE = frozenset({ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress,
+                       ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
+MAX_BACKOFF_S = 1.0
+
+
+class WireError(Exception):
+    """A broker refused: `code` says why."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{message}: {code.name.upper()}")
+        self.code = code
+
+
+Decoder = Callable[[memoryview], Any]
+
+
+class WireClient:
+    """Connections to the brokers of one cluster, one per address. Not thread-safe; close it.
+    Invariant: a connection whose request failed midway is closed and forgotten."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0,
+                 client_id: str = "spark-log") -> None:
+        self.bootstrap = bootstrap.split(",")[0].strip()
+        self.timeout_s = timeout_s
+        self.client_id = client_id
+        self._sockets: dict[str, socket.socket] = {}
+        self._correlation = 0
+
+    def close(self) -> None:
+        for sock in self._sockets.values():
+            sock.close()
+        self._sockets.clear()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- requests -----------------------------------------------------------------------------
+    def request(self, address: str, api_key: int, version: int, body: dict[str, Any],
+                decode: Decoder | None = None) -> Any:
+        """Send one request to `address` and return its decoded response."""
+        spec = spec_for(api_key)
+        assert spec is not None
+        self._correlation += 1
+        frame = encode_request(self._correlation, self.client_id,
+                               build(spec.request_type(version), body))
+        sock = self._socket(address)
+        try:
+            sock.sendall(frame)
+            size = struct.unpack(">i", _read(sock, 4))[0]
+            data = memoryview(_read(sock, size))
+        except OSError:
+            self._sockets.pop(address, None)
+            sock.close()
+            raise
+        if decode is not None:
+            correlation = struct.unpack_from(">i", data)[0]
+            response = decode(data)
+        else:
+            correlation, response = decode_response(data, api_key, version)
+        assert correlation == self._correlation
+        return response
+
+    def coordinated(self, key: str, key_type: int, api_key: int, version: int,
+                    body: dict[str, Any], error: Callable[[Any], int],
+                    decode: Decoder | None = None) -> Any:
+        """Send a request to the coordinator of `key`, again while the answer is retriable,
+        within the client's timeout; raises WireError for any other error."""
+        deadline = time.monotonic() + self.timeout_s
+        backoff = 0.02
+        while True:
+            answer = self.request(self.coordinator(key, key_type), api_key, version, body,
+                                  decode)
+            code = ErrorCode(error(answer))
+            if code == ErrorCode.none:
+                return answer
+            if code not in RETRIABLE or time.monotonic() + backoff > deadline:
+                raise WireError(code, f"{ApiKey(api_key).name} for {key}")
+            if code == ErrorCode.not_coordinator:
+                self.close()
+            time.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    # ---- discovery ----------------------------------------------------------------------------
+    def coordinator(self, key: str, key_type: int) -> str:
+        """The coordinator's address; the bootstrap broker while none is known (the request
+        sent there answers NOT_COORDINATOR or the like, and is retried)."""
+        response = self.request(self.bootstrap, ApiKey.FIND_COORDINATOR, 3,
+                                {"key": key, "key_type": key_type})
+        if response.error_code != ErrorCode.none:
+            return self.bootstrap
+        return f"{response.host}:{response.port}"
+
+    def brokers(self) -> list[str]:
+        meta = self.request(self.bootstrap, ApiKey.METADATA, 1, {"topics": []})
+        return sorted(f"{b.host}:{b.port}" for b in meta.brokers) or [self.bootstrap]
+
+    def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], str]:
+        """(topic, partition) -> address of its leader, for the topics that exist."""
+        meta = self.request(self.bootstrap, ApiKey.METADATA, 1,
+                            {"topics": [{"name": t} for t in sorted(set(topics))]})
+        address = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
+        return {(t.name, p.partition_index): address[p.leader_id] for t in meta.topics
+                if t.error_code == ErrorCode.none for p in t.partitions
+                if p.error_code == ErrorCode.none and p.leader_id in address}
+
+    def _socket(self, address: str) -> socket.socket:
+        sock = self._sockets.get(address)
+        if sock is None:
+            host, port = address.rsplit(":", 1)
+            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=self.timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sockets[address] = sock
+        return sock
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
