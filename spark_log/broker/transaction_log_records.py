@@ -18,10 +18,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from spark_log.protocol.errors import ProtocolError
+from spark_log.protocol.wire import INT16, INT32, need, read_compact_length, skip_tag_section
+
 KEY_VERSION = 0
 VALUE_VERSION = 0
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">qhib")  # producer id, epoch, timeout, state
 _TIMES = struct.Struct(">qq")
 
@@ -45,28 +46,28 @@ class TransactionLogValue:
 
 def encode_key(transactional_id: str) -> bytes:
     raw = transactional_id.encode()
-    return _I16.pack(KEY_VERSION) + _I16.pack(len(raw)) + raw
+    return INT16.pack(KEY_VERSION) + INT16.pack(len(raw)) + raw
 
 
 def decode_key(data: bytes) -> str:
     if len(data) < 4:
         raise TransactionLogError(f"transaction log key of {len(data)} bytes")
-    (version,) = _I16.unpack_from(data)
+    (version,) = INT16.unpack_from(data)
     if version != KEY_VERSION:
         raise TransactionLogError(f"unknown transaction log key version {version}")
-    (size,) = _I16.unpack_from(data, 2)
+    (size,) = INT16.unpack_from(data, 2)
     if size < 0 or 4 + size > len(data):
         raise TransactionLogError("transaction log key: bad string length")
     return data[4 : 4 + size].decode()
 
 
 def encode_value(v: TransactionLogValue) -> bytes:
-    out = bytearray(_I16.pack(VALUE_VERSION))
+    out = bytearray(INT16.pack(VALUE_VERSION))
     out += _HEAD.pack(v.producer_id, v.producer_epoch, v.timeout_ms, v.state)
-    out += _I32.pack(len(v.partitions))
+    out += INT32.pack(len(v.partitions))
     for topic, ids in v.partitions.items():
         raw = topic.encode()
-        out += _I16.pack(len(raw)) + raw + _I32.pack(len(ids))
+        out += INT16.pack(len(raw)) + raw + INT32.pack(len(ids))
         out += struct.pack(f">{len(ids)}i", *ids)
     out += _TIMES.pack(v.last_update_ms, v.start_ms)
     return bytes(out)
@@ -74,57 +75,48 @@ def encode_value(v: TransactionLogValue) -> bytes:
 
 def decode_value(data: bytes) -> TransactionLogValue:
     try:
-        (version,) = _I16.unpack_from(data)
-        if version == 0:
-            return _Reader(data, 2, flexible=False).value()
-        if version == 1:
-            return _Reader(data, 2, flexible=True).value()
-    except (struct.error, IndexError, UnicodeDecodeError) as e:
+        (version,) = INT16.unpack_from(data)
+        if version in (0, 1):
+            return _Reader(data, 2, flexible=version == 1).value()
+    except (struct.error, ProtocolError, UnicodeDecodeError) as e:
         raise TransactionLogError(f"unreadable transaction log value: {e}") from e
     raise TransactionLogError(f"unknown transaction log value version {version}")
 
 
 class _Reader:
-    """Reads a value body in the v0 (classic) or v1 (flexible) encoding."""
+    """Reads a value body in the v0 (classic) or v1 (flexible) encoding with the protocol's
+    bounds-checked readers: running past the end raises ProtocolError."""
 
     def __init__(self, data: bytes, pos: int, flexible: bool) -> None:
-        self.data, self.pos, self.flexible = data, pos, flexible
+        self.buf, self.pos, self.end, self.flexible = memoryview(data), pos, len(data), flexible
 
     def _unpack(self, s: struct.Struct) -> tuple[int, ...]:
-        values = s.unpack_from(self.data, self.pos)
+        need(self.end, self.pos, s.size, "transaction log value")
+        values = s.unpack_from(self.buf, self.pos)
         self.pos += s.size
         return values
 
-    def _uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-            shift += 7
-
     def _length(self) -> int:
-        """An array or string length; -1 for null."""
+        """An array length; -1 for null."""
         if self.flexible:
-            return self._uvarint() - 1
-        return self._unpack(_I32)[0]
+            size, self.pos = read_compact_length(self.buf, self.pos, self.end, "array length")
+            return size
+        return self._unpack(INT32)[0]
 
     def _string(self) -> str:
-        size = self._uvarint() - 1 if self.flexible else self._unpack(_I16)[0]
-        raw = self.data[self.pos : self.pos + size]
-        if size < 0 or len(raw) != size:
-            raise TransactionLogError("bad string in transaction log value")
+        if self.flexible:
+            size, self.pos = read_compact_length(self.buf, self.pos, self.end, "string length")
+        else:
+            (size,) = self._unpack(INT16)
+        if size < 0:
+            raise TransactionLogError("null topic name in transaction log value")
+        need(self.end, self.pos, size, "topic name")
         self.pos += size
-        return raw.decode()
+        return bytes(self.buf[self.pos - size : self.pos]).decode()
 
     def _skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self._uvarint()):
-            self._uvarint()
-            self.pos += self._uvarint()
+        if self.flexible:
+            self.pos = skip_tag_section(self.buf, self.pos, self.end, "transaction log value")
 
     def value(self) -> TransactionLogValue:
         pid, epoch, timeout, state = self._unpack(_HEAD)
@@ -132,8 +124,9 @@ class _Reader:
         for _ in range(max(0, self._length())):
             topic = self._string()
             count = self._length()
-            ids = struct.unpack_from(f">{count}i", self.data, self.pos)
-            self.pos += 4 * count
+            if count < 0:
+                raise TransactionLogError(f"null partition list for {topic!r}")
+            ids = self._unpack(struct.Struct(f">{count}i"))
             self._skip_tags()
             partitions[topic] = tuple(ids)
         last_update, start = self._unpack(_TIMES)
