@@ -1,7 +1,9 @@
 """Prometheus metrics of one broker, in a registry of its own (served with `--metrics-port`).
 
 Names follow Kafka's JMX metrics where one exists (BytesInPerSec -> bytes_in_total ...), as
-counters and histograms that Prometheus turns into rates. Gauges that describe state (log size,
+counters and histograms that Prometheus turns into rates; records out per topic, which Kafka
+does not count, are summed from the headers of the batches a fetch returns. Per-topic series
+go when their topic is deleted (`forget_topics`). Gauges that describe state (log size,
 lag, open transactions, under-replicated partitions) are computed at scrape time from the
 broker (`metrics_state`), so they cost nothing on the produce and fetch paths. The registry is
 served only by `metrics_server`, on the broker's event loop: the state gauges read broker state
@@ -10,8 +12,8 @@ that only that loop may touch.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
+import struct
+from collections.abc import Callable, Iterable, Sized
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -19,11 +21,31 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from spark_log.protocol.api_keys import ApiKey
+from spark_log.records.batch_header import HEADER_SIZE, LOG_OVERHEAD
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
                     10, 30)
 
 StateReader = Callable[[], Iterable[GaugeMetricFamily]]
+
+_INT32 = struct.Struct(">i").unpack_from
+_LENGTH_POS, _RECORDS_COUNT_POS = 8, 57  # in a v2 batch header (see records.batch_header)
+
+
+def records_in(records: Any) -> int:
+    """Records in whole v2 batches (bytes, or a storage file slice), summed from each header's
+    records count: two fields read per batch, as a fetch returns up to thousands of them."""
+    data = records if isinstance(records, bytes | bytearray | memoryview) \
+        else records.read_bytes()
+    count = pos = 0
+    last_header = len(data) - HEADER_SIZE
+    while pos <= last_header:
+        size = LOG_OVERHEAD + _INT32(data, pos + _LENGTH_POS)[0]
+        if size < HEADER_SIZE:  # not a batch: count no further
+            break
+        count += _INT32(data, pos + _RECORDS_COUNT_POS)[0]
+        pos += size
+    return count
 
 
 def api_name(api_key: int) -> str:
@@ -34,7 +56,14 @@ def api_name(api_key: int) -> str:
 
 
 class BrokerMetrics:
-    """Counters updated on the request paths; thread-safe (prometheus_client locks)."""
+    """Counters updated on the request paths, all on the broker's event loop.
+
+    Invariants: a topic has per-topic series from its first produce, fetch or failed append
+    until `forget_topics`, which the broker calls when it deletes the topic, so a deleted
+    topic leaves the scrape (a topic created again under its name starts from zero). Records
+    out are counted from the batch headers of what a fetch returns, a walk that only a broker
+    serving its metrics pays for (`count_records_out`, set by `metrics_server`).
+    """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -50,38 +79,61 @@ class BrokerMetrics:
                                    ["topic"], registry=r)
         self.bytes_out = Counter("spark_log_bytes_out", "Record bytes fetched, by topic.",
                                  ["topic"], registry=r)
+        self.messages_out = Counter("spark_log_messages_out", "Records fetched, by topic.",
+                                    ["topic"], registry=r)
         self.failed_produce = Counter("spark_log_failed_produce_requests",
                                       "Partition appends answered with an error, by topic.",
                                       ["topic"], registry=r)
+        self.count_records_out = False
+        self._per_topic = (self.bytes_in, self.messages_in, self.bytes_out, self.messages_out,
+                           self.failed_produce)
+        # labels() costs a lock and a lookup; these run on every request, so the children are
+        # looked up once per API or topic.
+        self._api_children: dict[int, tuple[Any, Any]] = {}
+        self._in_children: dict[str, tuple[Any, Any]] = {}
+        self._out_children: dict[str, tuple[Any, Any]] = {}
 
     def observe_request(self, api_key: int, seconds: float) -> None:
-        count, latency = self._per_api(api_key)
-        count.inc()
-        latency.observe(seconds)
+        children = self._api_children.get(api_key)
+        if children is None:
+            name = api_name(api_key)
+            children = self._api_children[api_key] = (self.requests.labels(name),
+                                                      self.request_seconds.labels(name))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def record_produce(self, topic: str, size: int, count: int) -> None:
-        size_in, messages_in = self._per_topic_in(topic)
-        size_in.inc(size)
-        messages_in.inc(count)
+        children = self._in_children.get(topic)
+        if children is None:
+            children = self._in_children[topic] = (self.bytes_in.labels(topic),
+                                                   self.messages_in.labels(topic))
+        children[0].inc(size)
+        children[1].inc(count)
 
-    def record_fetch(self, topic: str, size: int) -> None:
-        if size:
-            self._per_topic_out(topic).inc(size)
+    def record_failed_produce(self, topic: str) -> None:
+        self.failed_produce.labels(topic).inc()
 
-    # labels() costs a lock and a lookup; these run on every request, so the children are
-    # looked up once per API or topic.
-    @functools.cache  # noqa: B019 - one BrokerMetrics per broker, kept for its lifetime
-    def _per_api(self, api_key: int) -> tuple[Any, Any]:
-        name = api_name(api_key)
-        return self.requests.labels(name), self.request_seconds.labels(name)
+    def record_fetch(self, topic: str, partitions_records: Iterable[Sized]) -> None:
+        """What one fetch returns for `topic`: the records of each partition (bytes or a file
+        slice of whole batches)."""
+        parts = [r for r in partitions_records if len(r)]
+        if not parts:
+            return
+        children = self._out_children.get(topic)
+        if children is None:
+            children = self._out_children[topic] = (self.bytes_out.labels(topic),
+                                                    self.messages_out.labels(topic))
+        children[0].inc(sum(len(r) for r in parts))
+        if self.count_records_out:
+            children[1].inc(sum(records_in(r) for r in parts))
 
-    @functools.cache  # noqa: B019
-    def _per_topic_in(self, topic: str) -> tuple[Any, Any]:
-        return self.bytes_in.labels(topic), self.messages_in.labels(topic)
-
-    @functools.cache  # noqa: B019
-    def _per_topic_out(self, topic: str) -> Any:
-        return self.bytes_out.labels(topic)
+    def forget_topics(self, topics: Iterable[str]) -> None:
+        """Drop the per-topic series of deleted topics."""
+        for topic in topics:
+            self._in_children.pop(topic, None)
+            self._out_children.pop(topic, None)
+            for metric in self._per_topic:
+                metric.remove(topic)
 
     def add_state(self, read: StateReader) -> None:
         """Gauges computed at scrape time by `read()`."""

@@ -42,6 +42,7 @@ async def serve_metrics(broker: Broker, host: str, port: int) -> asyncio.Server:
             writer.close()
 
     server = await asyncio.start_server(handle, host, port, limit=MAX_HEAD)
+    broker.metrics.count_records_out = True  # someone will read it now
     log.info("Serving Prometheus metrics on http://%s:%d/metrics", host,
              server.sockets[0].getsockname()[1])
     return server

@@ -1,6 +1,7 @@
 """Prometheus metrics of a real broker process (`--metrics-port`): after producing, consuming,
 committing and leaving a transaction open, one scrape of /metrics shows the right counts,
-offsets, sizes, lag, open transactions and connections."""
+offsets, sizes, lag, open transactions and connections; a deleted topic's series leave the
+scrape."""
 
 from __future__ import annotations
 
@@ -116,6 +117,7 @@ def test_metrics_after_produce_consume_commit_and_open_transaction(
     assert value(samples, "spark_log_messages_in_total", topic=TOPIC) == 2 * PER_PARTITION
     assert value(samples, "spark_log_bytes_in_total", topic=TOPIC) > 0
     assert value(samples, "spark_log_bytes_out_total", topic=TOPIC) > 0
+    assert value(samples, "spark_log_messages_out_total", topic=TOPIC) == PER_PARTITION
     assert value(samples, "spark_log_requests_total", api="PRODUCE") >= 2
     assert value(samples, "spark_log_request_seconds_count", api="FETCH") >= 1
     for partition in ("0", "1"):
@@ -141,3 +143,45 @@ def test_metrics_endpoint_answers_404_elsewhere(metered: MeteredBroker) -> None:
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(url, timeout=10)
     assert caught.value.code == 404
+
+
+def _topic_series(samples: Samples, topic: str) -> set[str]:
+    return {name for name, labels in samples if ("topic", topic) in labels}
+
+
+def test_a_deleted_topic_leaves_the_scrape(metered: MeteredBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": metered.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1)])[TOPIC].result(timeout=30)
+    producer = Producer({"bootstrap.servers": metered.bootstrap})
+    for i in range(3):
+        producer.produce(TOPIC, f"v{i}".encode())
+    assert producer.flush(30) == 0
+    refused = Producer({"bootstrap.servers": metered.bootstrap, "acks": 5, "retries": 0})
+    errors: list[object] = []
+    refused.produce(TOPIC, b"x", on_delivery=lambda err, _msg: errors.append(err))
+    assert refused.flush(30) == 0 and errors and errors[0] is not None
+    consumer = Consumer({"bootstrap.servers": metered.bootstrap, "group.id": "deleted-topic",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < 3 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        got += msg is not None and msg.error() is None
+    consumer.close()
+    assert got == 3
+    before = scrape(metered)
+    assert {"spark_log_messages_in_total", "spark_log_bytes_out_total",
+            "spark_log_messages_out_total", "spark_log_failed_produce_requests_total",
+            "spark_log_log_size_bytes"} <= _topic_series(before, TOPIC)
+    assert value(before, "spark_log_failed_produce_requests_total", topic=TOPIC) == 1
+
+    admin.delete_topics([TOPIC])[TOPIC].result(timeout=30)
+    assert _topic_series(scrape(metered), TOPIC) == set()
+
+    admin.create_topics([NewTopic(TOPIC, 1)])[TOPIC].result(timeout=30)
+    producer.produce(TOPIC, b"again")
+    assert producer.flush(30) == 0
+    again = scrape(metered)
+    assert value(again, "spark_log_messages_in_total", topic=TOPIC) == 1
+    assert "spark_log_failed_produce_requests_total" not in _topic_series(again, TOPIC)

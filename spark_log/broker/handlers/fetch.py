@@ -46,10 +46,9 @@ async def handle_fetch(ctx: Any, request: Any) -> dict[str, Any]:
         if size >= request.min_bytes or errored or remaining <= 0 or not wanted:
             break
         await broker.replicas.wait_for_append(wanted, remaining)
-    for name, _, _ in topics:
-        if name:
-            broker.metrics.record_fetch(name, sum(_size(p["records"]) for t in responses
-                                                  if t["topic"] == name for p in t["partitions"]))
+    for t in responses:
+        if t["topic"]:
+            broker.metrics.record_fetch(t["topic"], [p["records"] for p in t["partitions"]])
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
             "responses": responses}
 

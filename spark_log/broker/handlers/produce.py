@@ -52,7 +52,8 @@ def _append(broker: Any, topic: str, partition: int, records: Any,
             raise KafkaError(ErrorCode.corrupt_message, "the partition's records are null")
         result = broker.replicas.append(topic, partition, records)
     except Exception as exc:
-        broker.metrics.failed_produce.labels(topic).inc()
+        if broker.topics.metadata.get(topic) is not None:  # as Kafka: no series for unknown
+            broker.metrics.record_failed_produce(topic)
         return PartitionResult(partition, error_code_for(exc), -1, -1, -1,
                                error_message_for(exc))
     broker.metrics.record_produce(topic, result.size_bytes, result.record_count)

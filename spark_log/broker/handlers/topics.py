@@ -91,6 +91,7 @@ async def handle_delete_topics(ctx: Any, request: Any) -> dict[str, Any]:
         responses.append(response)
     if deleted_names:
         broker.groups.on_topics_deleted(deleted_names)  # tombstones for their committed offsets
+        broker.metrics.forget_topics(deleted_names)
     broker.replicas.wake_all()
     return {"throttle_time": 0, "responses": responses}
 
