@@ -5,11 +5,13 @@ embedded broker, in about a minute, with nothing to set up but Python and Java.
 2. produces --duration seconds of click events at --rate per second (generate_events), some
    of them late and out of order, while
 3. a streaming query (stream_etl) reads them with pylog, counts them in event-time windows with
-   a watermark and writes each window, once final, to the results topic with pylog;
+   a watermark and writes each window, once final, to the results topic with pylog's
+   exactly-once sink (transactions; --at-least-once for the plain idempotent producer);
 4. prints the results table, read back from that topic with a pylog batch query.
 
 The sidecar keeps running afterwards (explore the topics with `spark-log` or the notebook);
---stop-sidecar stops it. Each run starts over: topics recreated, a fresh checkpoint.
+--stop-sidecar stops it. Each run starts over: topics recreated, a fresh checkpoint. Exits 0
+when the table is printed, 1 with the reason when a step fails.
 
     ./dev demo
     python jobs/demo.py --rate 100 --duration 60 --window "10 seconds" --stop-sidecar
@@ -58,6 +60,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--processing-time", default="3 seconds", metavar="INTERVAL",
                    help="micro-batch interval")
     p.add_argument("--seed", type=int, help="random seed of the events (default: random)")
+    p.add_argument("--at-least-once", action="store_true",
+                   help="write results with an idempotent producer instead of transactions "
+                        "(pylog's exactlyOnce=false)")
     p.add_argument("--stop-sidecar", action="store_true",
                    help="stop the sidecar broker at the end instead of leaving it running")
     p.add_argument("--master", default="local[2]", help="Spark master URL")
@@ -91,11 +96,13 @@ def reset_topics(bootstrap: str, args: argparse.Namespace) -> None:
 def etl_arguments(args: argparse.Namespace, bootstrap: str, checkpoint: Path
                   ) -> argparse.Namespace:
     """The stream_etl arguments the demo runs with."""
+    delivery = (["--sink-option", "exactlyOnce=false"] if args.at_least_once
+                else ["--exactly-once"])
     return stream_etl.parser().parse_args([
         "--topic", args.topic, "--output-topic", args.output_topic,
         "--window", args.window, "--watermark", args.watermark,
         "--processing-time", args.processing_time, "--checkpoint", str(checkpoint),
-        "--bootstrap-server", bootstrap, "--group-id", f"demo.{args.output_topic}"])
+        "--bootstrap-server", bootstrap, "--group-id", f"demo.{args.output_topic}", *delivery])
 
 
 def start_generator(args: argparse.Namespace, bootstrap: str, stop: threading.Event
@@ -151,10 +158,10 @@ def report(frame: Any, produced: int, totals: progress.Totals, args: argparse.Na
     print(f"\nWindow statistics read back from topic {args.output_topic} (UTC, "
           f"{args.window} windows):\n", flush=True)
     print(table(frame), flush=True)
-    late = ("some arrived after the watermark and were dropped, the others"
-            if totals.dropped else "they")
+    late = ("some arrived after the watermark and were dropped, the others are"
+            if totals.dropped else "all are")
     print(f"\n{produced} events produced, {counted} counted in {len(frame)} final windows. Of "
-          f"the other {produced - counted}, {late} are in windows still open: the watermark "
+          f"the other {produced - counted}, {late} in windows still open: the watermark "
           f"({totals.watermark or '-'}) has not passed their end; a running query writes them "
           "once later events move it on.", flush=True)
     tool = spark_log_command()
@@ -205,9 +212,10 @@ def run_stream(spark: Any, args: argparse.Namespace, bootstrap: str, checkpoint:
     query, the number of events produced)."""
     etl = etl_arguments(args, bootstrap, checkpoint)
     name = stream_etl.query_name(etl)
+    delivery = "at least once" if args.at_least_once else "exactly once"
     say(f"streaming query {name}: {etl.topic} -> {etl.window} windows, watermark "
-        f"{etl.watermark} -> {etl.output_topic}, a micro-batch every {etl.processing_time} "
-        "(the first one also starts Spark's Python workers)")
+        f"{etl.watermark} -> {etl.output_topic} ({delivery}), a micro-batch every "
+        f"{etl.processing_time} (the first one also starts Spark's Python workers)")
     stop = threading.Event()
     with progress.reported(spark, name):
         query = stream_etl.start(spark, etl, bootstrap)
@@ -234,11 +242,24 @@ def finish_sidecar(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        return run(parser().parse_args(argv))
+        return run(args)
     except KeyboardInterrupt:
         say("interrupted")
         return 130
+    except Exception as exc:  # the reason, not a traceback (Spark's run to pages)
+        say(f"demo failed: {failure(exc)}")
+        log = sidecar.resolve_data_dir(args.data_dir) / sidecar.LOG_FILE
+        say(f"the sidecar broker's log: {log}")
+        return 1
+
+
+def failure(exc: BaseException, max_lines: int = 20) -> str:
+    """`Type: message`, cut to `max_lines` lines."""
+    lines = f"{type(exc).__name__}: {exc}".splitlines()
+    more = f"\n... ({len(lines) - max_lines} more lines)" if len(lines) > max_lines else ""
+    return "\n".join(lines[:max_lines]) + more
 
 
 if __name__ == "__main__":
