@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,13 +60,21 @@ class Connection:
                 "logger": _librdkafka_log, **self.settings, **extra}
 
     def admin(self) -> AdminClient:
-        return AdminClient(self.config())
+        return _client(AdminClient, "admin client", self.config())
 
     def producer(self, **extra: Any) -> Producer:
-        return Producer(self.config(**extra))
+        return _client(Producer, "producer", self.config(**extra))
 
     def consumer(self, **extra: Any) -> Consumer:
-        return Consumer(self.config(**extra))
+        return _client(Consumer, "consumer", self.config(**extra))
+
+
+def _client(kind: Callable[[dict[str, Any]], T], what: str, config: dict[str, Any]) -> T:
+    """A client of `kind`; a setting librdkafka refuses is a usage error naming it."""
+    try:
+        return kind(config)
+    except KafkaException as exc:
+        raise UsageError(f"{what} settings: {exc.args[0].str() if exc.args else exc}") from None
 
 
 def connect(args: argparse.Namespace) -> Connection:
@@ -107,8 +115,9 @@ def parse_address(address: str) -> tuple[str, int]:
     """`host:port` (optionally `PLAINTEXT://host:port`, `[::1]:port`) -> (host, port)."""
     text = address.strip().rpartition("://")[2]
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise UsageError(f"--bootstrap-server: expected HOST:PORT, got {address!r}")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--bootstrap-server: expected HOST:PORT (port 1-65535), got "
+                         f"{address!r}")
     return host.strip("[]"), int(port)
 
 

@@ -42,7 +42,8 @@ def _dump(args: argparse.Namespace) -> int:
     ok = True
     for path in files:
         if not path.is_file():
-            raise CliError(f"{path}: no such file")
+            raise CliError(f"{path}: " + ("a directory; name its segment files (*.log, *.index "
+                                          "...)" if path.is_dir() else "no such file"))
         if path.suffix == ".log":
             ok = dump_segment(path, args) and ok
         elif path.suffix in DUMPERS:

@@ -2,14 +2,15 @@
 
 Command families register themselves from their modules (`broker` runs a broker in the
 foreground; `topics`, `produce`, `consume`, `groups`, `dump-log`, `perf` and `sidecar` are the
-tools). A bad flag exits 2 (argparse's convention); a failing command prints one `error:` line
-to stderr and exits 1; Ctrl-C exits 130.
+tools). Every failure is one `error:` line on stderr: a bad flag exits 2 (argparse's
+convention), a failing command 1, Ctrl-C 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from confluent_kafka import KafkaException
 
@@ -19,7 +20,7 @@ from spark_log.process_env import keep_caches_out_of_cwd
 
 from .consume import add_consume_parser
 from .dump_log import add_dump_log_parser
-from .errors import EXIT_FAILURE, CliError, kafka_error_text
+from .errors import EXIT_FAILURE, EXIT_USAGE, CliError, kafka_error_text
 from .groups import add_groups_parser
 from .perf import add_perf_parser
 from .produce import add_produce_parser
@@ -29,8 +30,16 @@ from .topics import add_topics_parser
 EXIT_INTERRUPTED = 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one `error:` line pointing at --help (subcommands inherit
+    the class), like every other failure of the tool."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="spark-log", description="A Kafka-compatible event log, and the tools around it.")
     parser.add_argument("--version", action="version", version=f"spark-log {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -1,26 +1,30 @@
-"""`spark-log perf produce|consume`: throughput and latency, like Kafka's perf-test tools.
+"""`spark-log perf produce|consume`: throughput and latency, with the flags of Kafka's
+kafka-producer-perf-test and kafka-consumer-perf-test.
 
-`perf produce` sends `--num-records` records of `--record-size` bytes with librdkafka, optionally
-throttled to `--throughput` records/s, and prints records/s, MB/s and latency percentiles
-(latency = send to delivery report, as kafka-producer-perf-test measures it); the topic must
-exist. `perf consume`
-reads `--messages` records from the beginning and prints MB/s and records/s. `--json` prints one
-JSON object instead, for scripts and benchmarks. Without `--bootstrap-server` both use the
-sidecar broker, as every `spark-log` tool does.
+`perf produce` sends `--num-records` records of `--record-size` bytes to an existing topic,
+optionally throttled to `--throughput` records/s, and prints records/s, MB/s and latency
+percentiles (latency = send to delivery report, as Kafka's tool measures it). `perf consume`
+reads `--messages` records from the beginning of every partition and prints MB/s and
+records/s; it gives up after `--timeout` ms without a record, as Kafka's tool does, and then
+exits 1. On a terminal both draw a progress bar; `--json` prints one JSON object instead of
+the text line, for scripts and benchmarks. Without `--bootstrap-server` both use the sidecar
+broker, as every `spark-log` tool does.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from .connect import add_connection_arguments, connect, partition_count
+from .arguments import key_values
+from .connect import Connection, add_connection_arguments, connect, partition_count
+from .errors import CliError, UsageError
+from .output import Tracker, notice, print_json, progress
 
 
 @dataclass
@@ -47,14 +51,36 @@ class ConsumeResult:
     bytes: int
 
 
-def parse_props(items: list[str]) -> dict[str, str]:
-    props = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"error: expected KEY=VALUE, got {item!r}")
-        props[key.strip()] = value.strip()
-    return props
+def add_perf_parser(commands: Any) -> None:
+    perf = commands.add_parser("perf", help="measure produce and consume throughput")
+    kinds = perf.add_subparsers(dest="perf_command", metavar="KIND", required=True)
+    produce = kinds.add_parser("produce", help="like kafka-producer-perf-test")
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--num-records", type=int, required=True)
+    produce.add_argument("--record-size", type=int, default=100, help="bytes (default 100)")
+    produce.add_argument("--throughput", type=float, default=-1,
+                         help="records/s to aim at; -1 (default) for as fast as possible")
+    produce.add_argument("--producer-props", nargs="+", default=[], metavar="KEY=VALUE",
+                         help="producer settings (Kafka's names)")
+    produce.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_arguments(produce)
+    produce.set_defaults(run=_produce_command)
+    consume = kinds.add_parser("consume", help="like kafka-consumer-perf-test")
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--messages", "--num-records", dest="messages", type=int,
+                         required=True, help="records to read")
+    consume.add_argument("--consumer-props", nargs="+", default=[], metavar="KEY=VALUE",
+                         help="consumer settings (Kafka's names)")
+    consume.add_argument("--timeout", type=int, default=10_000, metavar="MS",
+                         help="give up after this many ms without a record (default 10000)")
+    consume.add_argument("--json", action="store_true", help="print one JSON object")
+    add_connection_arguments(consume)
+    consume.set_defaults(run=_consume_command)
+
+
+def _at_least(value: float, low: float, flag: str) -> None:
+    if value < low:
+        raise UsageError(f"{flag} must be at least {low:g}, got {value:g}")
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -64,18 +90,18 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[index]
 
 
-def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int,
-                throughput: float, props: dict[str, str]) -> ProduceResult:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **props})
+def run_produce(connection: Connection, topic: str, num_records: int, record_size: int,
+                throughput: float, props: dict[str, str], bar: Tracker) -> ProduceResult:
+    producer = connection.producer(**{"linger.ms": 5, **props})
     payload = bytes(record_size)
     latencies: list[float] = []
     errors = 0
 
-    def delivered(err: Any, _msg: Any, sent_at: float) -> None:
+    def delivered(err: Any, sent_at: float) -> None:
         nonlocal errors
-        if err is not None:
-            errors += 1
+        errors += err is not None
         latencies.append((time.perf_counter() - sent_at) * 1000)
+        bar.advance()
 
     start = time.perf_counter()
     for i in range(num_records):
@@ -85,7 +111,7 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int,
         while True:
             try:
                 producer.produce(topic, payload,
-                                 on_delivery=lambda e, m, t=sent_at: delivered(e, m, t))
+                                 on_delivery=lambda e, _m, t=sent_at: delivered(e, t))
                 break
             except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.01)
@@ -103,31 +129,31 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int,
         errors=errors)
 
 
-def _throttle(start: float, sent: int, throughput: float, producer: Producer) -> None:
+def _throttle(start: float, sent: int, throughput: float, producer: Any) -> None:
     due = start + sent / throughput
     while (wait := due - time.perf_counter()) > 0:
         producer.poll(min(wait, 0.01))
 
 
-def run_consume(bootstrap: str, topic: str, messages: int, props: dict[str, str],
-                timeout_s: float = 60.0) -> ConsumeResult:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"perf-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, **props})
-    metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-    if metadata is None or metadata.error is not None:
-        consumer.close()
-        raise SystemExit(f"error: topic {topic!r} not found on {bootstrap}")
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.partitions])
+def run_consume(connection: Connection, topic: str, messages: int, props: dict[str, str],
+                timeout_ms: int, partitions: int, bar: Tracker) -> ConsumeResult:
+    """Read up to `messages` records from the beginning; stop after `timeout_ms` without one."""
+    consumer = connection.consumer(**{"group.id": f"perf-consumer-{uuid.uuid4().hex[:12]}",
+                                      "enable.auto.commit": False, **props})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     count = size = 0
-    start = time.perf_counter()
-    deadline = start + timeout_s
+    start = last = time.perf_counter()
     try:
-        while count < messages and time.perf_counter() < deadline:
-            for msg in consumer.consume(10_000, 0.5):
+        while count < messages and time.perf_counter() - last < timeout_ms / 1000:
+            batch = consumer.consume(min(10_000, messages - count), 0.2)
+            for msg in batch:
                 if msg.error() is not None:
-                    raise KafkaException(msg.error())
-                count += 1
+                    raise CliError(f"reading {topic}: {msg.error().str()}")
                 size += len(msg.value() or b"")
+            if batch:
+                count += len(batch)
+                last = time.perf_counter()
+                bar.advance(len(batch))
     finally:
         consumer.close()
     seconds = time.perf_counter() - start
@@ -135,55 +161,45 @@ def run_consume(bootstrap: str, topic: str, messages: int, props: dict[str, str]
                          mb_per_sec=size / seconds / 1e6, bytes=size)
 
 
-def add_perf_parser(commands: Any) -> None:
-    perf = commands.add_parser("perf", help="measure produce and consume throughput")
-    kinds = perf.add_subparsers(dest="perf_command", metavar="KIND", required=True)
-    produce = kinds.add_parser("produce", help="like kafka-producer-perf-test")
-    produce.add_argument("--topic", required=True)
-    produce.add_argument("--num-records", type=int, required=True)
-    produce.add_argument("--record-size", type=int, default=100)
-    produce.add_argument("--throughput", type=float, default=-1,
-                         help="records/s to aim at; -1 for as fast as possible")
-    produce.add_argument("--producer-props", nargs="*", default=[], metavar="KEY=VALUE")
-    produce.add_argument("--json", action="store_true", help="print one JSON object")
-    add_connection_arguments(produce)
-    produce.set_defaults(run=_produce_command)
-    consume = kinds.add_parser("consume", help="like kafka-consumer-perf-test")
-    consume.add_argument("--topic", required=True)
-    consume.add_argument("--messages", type=int, required=True)
-    consume.add_argument("--consumer-props", nargs="*", default=[], metavar="KEY=VALUE")
-    consume.add_argument("--timeout", type=float, default=60.0, help="seconds to wait at most")
-    consume.add_argument("--json", action="store_true", help="print one JSON object")
-    add_connection_arguments(consume)
-    consume.set_defaults(run=_consume_command)
-
-
 def _produce_command(args: argparse.Namespace) -> int:
+    _at_least(args.num_records, 1, "--num-records")
+    _at_least(args.record_size, 0, "--record-size")
+    props = key_values(args.producer_props, "--producer-props")
     connection = connect(args)
     partition_count(connection.admin(), args.topic)
-    result = run_produce(connection.bootstrap, args.topic, args.num_records, args.record_size,
-                         args.throughput, {**connection.settings,
-                                           **parse_props(args.producer_props)})
+    with progress("producing", args.num_records) as bar:
+        result = run_produce(connection, args.topic, args.num_records, args.record_size,
+                             args.throughput, props, bar)
     if args.json:
-        print(json.dumps(asdict(result)))
+        print_json(asdict(result))
     else:
         print(f"{result.records} records sent, {result.records_per_sec:.1f} records/sec "
               f"({result.mb_per_sec:.2f} MB/sec), {result.latency_ms_avg:.2f} ms avg latency, "
               f"{result.latency_ms_max:.2f} ms max latency, {result.latency_ms_p50:.2f} ms 50th, "
               f"{result.latency_ms_p95:.2f} ms 95th, {result.latency_ms_p99:.2f} ms 99th, "
               f"{result.latency_ms_p999:.2f} ms 99.9th.")
-    return 1 if result.errors else 0
+    if result.errors:
+        raise CliError(f"{result.errors} of {result.records} records were not delivered")
+    return 0
 
 
 def _consume_command(args: argparse.Namespace) -> int:
+    _at_least(args.messages, 1, "--messages")
+    _at_least(args.timeout, 0, "--timeout")
+    props = key_values(args.consumer_props, "--consumer-props")
     connection = connect(args)
-    result = run_consume(connection.bootstrap, args.topic, args.messages,
-                         {**connection.settings, **parse_props(args.consumer_props)},
-                         args.timeout)
+    partitions = partition_count(connection.admin(), args.topic)
+    with progress("consuming", args.messages) as bar:
+        result = run_consume(connection, args.topic, args.messages, props, args.timeout,
+                             partitions, bar)
     if args.json:
-        print(json.dumps(asdict(result)))
+        print_json(asdict(result))
     else:
         print("data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, seconds")
         print(f"{result.bytes / 1e6:.4f}, {result.mb_per_sec:.4f}, {result.records}, "
               f"{result.records_per_sec:.1f}, {result.seconds:.3f}")
-    return 0 if result.records >= args.messages else 1
+    if result.records < args.messages:
+        notice(f"Stopped after {result.records} of {args.messages} records: none came for "
+               f"{args.timeout} ms (raise --timeout to wait longer).")
+        return 1
+    return 0

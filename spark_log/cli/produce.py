@@ -59,7 +59,7 @@ def add_produce_parser(commands: Any) -> None:
     p.add_argument("--compression-codec", "--compression", dest="compression",
                    choices=CODECS, default="none", help="batch compression (default none)")
     p.add_argument("--request-required-acks", dest="acks", default="all",
-                   help="acks: all/-1, 1 or 0 (default all)")
+                   choices=("all", "-1", "1", "0"), help="acks (default all)")
     p.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE",
                    help="a librdkafka/Kafka producer setting (repeatable)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

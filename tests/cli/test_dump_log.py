@@ -115,8 +115,10 @@ def test_dump_json_damaged_files_and_bad_index(broker_cli: Cli, tmp_path: Path) 
     done = run_cli("dump-log", "--verify-index-only", "--files", str(bad_index))
     assert done.returncode == 1 and "Index offset: 2, log offset: 0" in done.stdout
 
-    missing = run_cli("dump-log", "--files", str(tmp_path / "torn"))
+    missing = run_cli("dump-log", "--files", str(tmp_path / "torn" / "gone.log"))
     assert missing.returncode == 1 and "no such file" in missing.stderr
+    folder = run_cli("dump-log", "--files", str(tmp_path / "torn"))
+    assert folder.returncode == 1 and "a directory; name its segment files" in folder.stderr
     notes = tmp_path / "notes.txt"
     notes.write_text("not a segment")
     unknown = run_cli("dump-log", "--files", str(notes))

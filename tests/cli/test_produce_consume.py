@@ -9,7 +9,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.cli.conftest import Cli
+from tests.cli.conftest import Cli, table
 
 PRINT_ALL = ["--property", "print.key=true", "--property", "print.headers=true",
              "--property", "print.partition=true", "--property", "print.offset=true"]
@@ -58,6 +58,20 @@ def test_consume_stops_after_timeout_without_records(broker_cli: Cli) -> None:
     assert done.returncode == 0 and done.stdout == ""
     assert "Processed a total of 0 messages" in done.stderr
     assert time.monotonic() - started < 30
+
+
+def test_a_group_member_waits_for_its_partitions_before_timing_out(broker_cli: Cli) -> None:
+    """Joining a new group takes the broker's initial rebalance delay (3 s): --timeout-ms
+    counts from the assignment, so a shorter timeout still reads what is there."""
+    broker_cli.ok("topics", "create", "--topic", "joined", "--partitions", "2")
+    broker_cli.ok("produce", "--topic", "joined", stdin="a\nb\nc\n")
+    done = broker_cli.run("consume", "--topic", "joined", "--group", "late-joiner",
+                          "--from-beginning", "--timeout-ms", "1000")
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == ["a", "b", "c"]
+    assert "Processed a total of 3 messages" in done.stderr
+    described = table(broker_cli.ok("groups", "describe", "--group", "late-joiner"))
+    assert sum(int(r["CURRENT-OFFSET"]) for r in described) == 3
 
 
 def test_formatter_properties_and_null_marker(broker_cli: Cli) -> None:

@@ -65,5 +65,9 @@ def test_perf_produce_and_consume(cli: Cli) -> None:
     assert (produced["records"], produced["errors"]) == (500, 0)
     consumed = cli.json("perf", "consume", "--topic", "perf", "--messages", "500")
     assert (consumed["records"], consumed["bytes"]) == (500, 500 * 64)
+    short = cli.run("perf", "consume", "--topic", "perf", "--num-records", "501",
+                    "--timeout", "500", "--json")
+    assert short.returncode == 1 and json.loads(short.stdout)["records"] == 500
+    assert "Stopped after 500 of 501 records: none came for 500 ms" in short.stderr
     missing = cli.run("perf", "produce", "--topic", "no-perf", "--num-records", "1")
     assert missing.returncode == 1 and "does not exist" in missing.stderr
