@@ -1,9 +1,10 @@
 """`spark-log dump-log --files ...`: what is inside segment files, like kafka-dump-log.sh.
 
 It reads files directly (no broker) and hands each to its dumper by suffix: `.log` segments to
-`dump_segment`; `.index`, `.timeindex`, `.snapshot` and `.txnindex` to `dump_index`. `--json`
-prints JSON objects instead of Kafka's text lines. Exit code 1 if any file was damaged, failed
-a check or is of an unknown kind.
+`dump_segment`; `.index`, `.timeindex`, `.snapshot` and `.txnindex` to `dump_index`.
+`--offsets-decoder` and `--transaction-log-decoder` decode the records of the internal topics
+(`dump_decoders`). `--json` prints JSON objects instead of Kafka's text lines. Exit code 1 if
+any file was damaged, failed a check or is of an unknown kind.
 """
 
 from __future__ import annotations
@@ -30,13 +31,23 @@ def add_dump_log_parser(commands: Any) -> None:
                    help="check index entries against the .log, print only mismatches")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="only check that index files are well formed")
+    decoders = p.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", action="store_true",
+                          help="decode __consumer_offsets records (implies --print-data-log)")
+    decoders.add_argument("--transaction-log-decoder", action="store_true",
+                          help="decode __transaction_state records (implies --print-data-log)")
     p.add_argument("--json", action="store_true", help="JSON objects instead of text lines")
     p.set_defaults(run=_dump)
 
 
 def _dump(args: argparse.Namespace) -> int:
+    from .dump_decoders import decode_offsets_record, decode_transaction_record
     from .dump_index import DUMPERS  # the record codecs load only when needed
     from .dump_segment import dump_segment
+
+    args.decoder = decode_offsets_record if args.offsets_decoder else \
+        decode_transaction_record if args.transaction_log_decoder else None
+    args.print_data_log |= args.decoder is not None
 
     files = [Path(f) for spec in args.files for f in spec.split(",") if f.strip()]
     ok = True

@@ -2,6 +2,10 @@
 position, create time, size, magic, compression, CRC and whether it checks, producer
 id/epoch/sequence, transactional and control flags), and with `--print-data-log` each record
 (key, value, headers; the marker of a control record), in kafka-dump-log's words or as JSON.
+`--deep-iteration` prints each record's offset, timestamp, sizes, sequence and header keys;
+`--print-data-log` adds its key and payload, which `--offsets-decoder` and
+`--transaction-log-decoder` decode as the records of the internal topics (see
+`dump_decoders`).
 A batch whose CRC does not match prints `isvalid: false` (its records are not decoded); a batch
 that does not parse ends the dump of its file with a message naming its position. Either makes
 the file count as damaged.
@@ -10,6 +14,7 @@ the file count as damaged.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,7 @@ from spark_log.records import (
 )
 from spark_log.records.batch_header import compute_crc
 
+from .dump_decoders import Decoder
 from .errors import CliError
 from .output import print_json, progress
 
@@ -62,15 +68,15 @@ def _dump_batch(batch: BatchView, deep: bool, args: argparse.Namespace) -> bool:
     """Print one batch (and its records); False if its CRC does not match."""
     valid = compute_crc(batch.raw, 0, batch.size) == batch.header.crc
     records = batch.records(verify_crc=False) if deep and valid else ()
+    decoder = getattr(args, "decoder", None)
     if args.json:
-        print_json({**batch_fields(batch, valid),
-                    **({"records": [record_fields(r, batch) for r in records]} if deep else {})})
+        print_json({**batch_fields(batch, valid), **({"records": [
+            record_fields(r, batch, decoder) for r in records]} if deep else {})})
         return valid
     print(" ".join(f"{k}: {_text(v)}" for k, v in _kafka_batch_line(batch, valid)))
-    if args.print_data_log:
-        for record in records:
-            print("| " + " ".join(f"{k}: {_text(v)}" for k, v in _kafka_record_line(record,
-                                                                                    batch)))
+    for record in records:
+        line = _kafka_record_line(record, batch, decoder, args.print_data_log)
+        print("| " + " ".join(f"{k}: {_text(v)}" for k, v in line))
     return valid
 
 
@@ -102,7 +108,8 @@ def _kafka_batch_line(batch: BatchView, valid: bool) -> list[tuple[str, Any]]:
             ("isvalid", f["is_valid"])]
 
 
-def record_fields(record: Record, batch: BatchView) -> dict[str, Any]:
+def record_fields(record: Record, batch: BatchView, decoder: Decoder | None = None
+                  ) -> dict[str, Any]:
     h = batch.header
     fields: dict[str, Any] = {
         "offset": record.offset, "timestamp": record.timestamp,
@@ -113,6 +120,9 @@ def record_fields(record: Record, batch: BatchView) -> dict[str, Any]:
         "header_keys": [k for k, _ in record.headers]}
     if h.is_control:
         fields.update(_control_fields(record))
+    elif decoder is not None:
+        key, payload = decoder(record.key, record.value)
+        fields.update(key=key, payload=payload)
     else:
         fields.update(key=_decoded(record.key), payload=_decoded(record.value),
                       headers=[[k, _decoded(v)] for k, v in record.headers])
@@ -130,8 +140,10 @@ def _control_fields(record: Record) -> dict[str, Any]:
     return {"end_txn_marker": marker.type.name, "coordinator_epoch": marker.coordinator_epoch}
 
 
-def _kafka_record_line(record: Record, batch: BatchView) -> list[tuple[str, Any]]:
-    f = record_fields(record, batch)
+def _kafka_record_line(record: Record, batch: BatchView, decoder: Decoder | None,
+                       contents: bool) -> list[tuple[str, Any]]:
+    """Kafka's record line: metadata, then key and payload (when present) with `contents`."""
+    f = record_fields(record, batch, decoder)
     line = [("offset", f["offset"]), (_timestamp_type(batch.header.timestamp_type.value),
                                       f["timestamp"]), ("keySize", f["key_size"]),
             ("valueSize", f["value_size"]), ("sequence", f["sequence"]),
@@ -141,8 +153,11 @@ def _kafka_record_line(record: Record, batch: BatchView) -> list[tuple[str, Any]
                 ("coordinatorEpoch", f["coordinator_epoch"])]
     if "control_type" in f:
         return [*line, ("controlType", f["control_type"])]
-    extra = [("key", f["key"])] if record.key is not None else []
-    return [*line, *extra, ("payload", f["payload"])]
+    if not contents:
+        return line
+    key = [("key", f["key"])] if f["key"] is not None else []
+    payload = [("payload", f["payload"])] if f["payload"] is not None else []
+    return [*line, *key, *payload]
 
 
 def _timestamp_type(value: int) -> str:
@@ -156,6 +171,8 @@ def _decoded(data: bytes | None) -> str | None:
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
     return "-" if value is None else str(value)
 
 

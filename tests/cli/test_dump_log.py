@@ -1,7 +1,8 @@
 """`spark-log dump-log` on the files of real partitions (written by a broker process and by the
 sidecar): every batch of a segment with its header fields, records with --print-data-log, a
 transaction's control batch, index and time index entries verified against the log, the
-transaction index; damaged files and a bad index are reported with exit code 1."""
+transaction index, the records of __consumer_offsets and __transaction_state decoded; damaged
+files and a bad index are reported with exit code 1."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import shutil
 import struct
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from spark_log.storage import producer_snapshot
 from spark_log.storage.filesystem import DEFAULT_FS
@@ -94,6 +95,10 @@ def test_dump_json_damaged_files_and_bad_index(broker_cli: Cli, tmp_path: Path) 
         "dump-log", "--json", "--print-data-log", "--files", str(source)).stdout.splitlines()]
     assert batches[0]["records"][0]["payload"] == "value-0"
     assert batches[4]["records"][0]["end_txn_marker"] == "ABORT"
+    deep = run_cli("dump-log", "--deep-iteration", "--files", str(source)).stdout
+    records = [fields(line) for line in deep.splitlines() if line.startswith("| ")]
+    assert [r["offset"] for r in records] == ["0", "1", "2", "3", "4"]
+    assert records[0]["keySize"] == "5" and not any("payload" in r for r in records)
 
     flipped = tmp_path / f"{FIRST}.log"
     data[batches[0]["size"] - 1] ^= 0xFF  # the first batch's last byte: its CRC breaks
@@ -123,6 +128,38 @@ def test_dump_json_damaged_files_and_bad_index(broker_cli: Cli, tmp_path: Path) 
     notes.write_text("not a segment")
     unknown = run_cli("dump-log", "--files", str(notes))
     assert unknown.returncode == 1 and "Ignoring unknown file" in unknown.stderr
+
+
+def internal_segments(cli: Cli, topic: str) -> str:
+    return ",".join(str(p / f"{FIRST}.log") for p in sorted(cli.data_dir.glob(f"{topic}-*")))
+
+
+def test_dump_internal_topics_with_their_decoders(broker_cli: Cli) -> None:
+    if not (broker_cli.data_dir / f"{TOPIC}-0" / f"{FIRST}.log").exists():
+        write_partition(broker_cli)  # its transactional producer "dumped" aborted once
+    committer = Consumer({"bootstrap.servers": broker_cli.bootstrap, "group.id": "dumped-group"})
+    committer.commit(offsets=[TopicPartition(TOPIC, 0, 2)], asynchronous=False)
+    committer.close()
+
+    done = run_cli("dump-log", "--offsets-decoder", "--files",
+                   internal_segments(broker_cli, "__consumer_offsets"))
+    assert done.returncode == 0, done.stderr
+    commits = [line for line in done.stdout.splitlines()
+               if '"group":"dumped-group","topic":"segments"' in line]
+    assert commits, done.stdout[-2000:]
+    key, payload = commits[-1].split(" key: ", 1)[1].split(" payload: ")
+    assert json.loads(key) == {"type": 1, "data": {"group": "dumped-group", "topic": TOPIC,
+                                                   "partition": 0}}
+    assert json.loads(payload)["data"]["offset"] == 2
+
+    done = run_cli("dump-log", "--json", "--transaction-log-decoder", "--files",
+                   internal_segments(broker_cli, "__transaction_state"))
+    assert done.returncode == 0, done.stderr
+    states = [r["payload"]["data"] for batch in map(json.loads, done.stdout.splitlines())
+              for r in batch["records"]
+              if r["key"]["data"] == {"transactional_id": "dumped"}]
+    assert [s["state"] for s in states][-3:] == ["Ongoing", "PrepareAbort", "CompleteAbort"]
+    assert states[-3]["partitions"] == {TOPIC: [0]}
 
 
 def test_dump_producer_snapshot(tmp_path: Path) -> None:
