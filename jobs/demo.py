@@ -168,7 +168,8 @@ def report(frame: Any, produced: int, totals: progress.Totals, args: argparse.Na
     print(f"\nBroker: {bootstrap} (data dir {args.data_dir}). Try:\n"
           f"  {tool} topics describe --data-dir {args.data_dir} --topic {args.topic}\n"
           f"  {tool} consume --data-dir {args.data_dir} --topic {args.output_topic} "
-          "--from-beginning --timeout-ms 2000\n", flush=True)
+          "--from-beginning --isolation-level read_committed --property print.key=true "
+          "--timeout-ms 2000\n", flush=True)
 
 
 def spark_log_command() -> str:
@@ -188,22 +189,22 @@ def run(args: argparse.Namespace) -> int:
     say(f"sidecar broker: {'reusing' if was_running else 'started'} {bootstrap}")
     reset_topics(bootstrap, args)
     try:
-        frame, totals, produced = run_spark(args, bootstrap)
-        report(frame, produced, totals, args, bootstrap)
+        run_spark(args, bootstrap)
     finally:
         finish_sidecar(args)
     return 0
 
 
-def run_spark(args: argparse.Namespace, bootstrap: str) -> tuple[Any, progress.Totals, int]:
-    """The Spark part: (results table, the query's totals, events produced)."""
+def run_spark(args: argparse.Namespace, bootstrap: str) -> None:
+    """The Spark part: the streaming query, then the results table (printed before the
+    session stops, which takes a few seconds)."""
     say(f"spark: starting a local session ({args.master})")
     with (spark_session.running("spark_log-demo", args.master) as spark,
           tempfile.TemporaryDirectory(prefix="spark_log-demo-") as checkpoint):
         query, produced = run_stream(spark, args, bootstrap, Path(checkpoint))
         say(f"reading the results back from {args.output_topic} (pylog batch query)")
-        return (results_table(spark, bootstrap, args.output_topic), progress.totals(query),
-                produced)
+        frame = results_table(spark, bootstrap, args.output_topic)
+        report(frame, produced, progress.totals(query), args, bootstrap)
 
 
 def run_stream(spark: Any, args: argparse.Namespace, bootstrap: str, checkpoint: Path
