@@ -66,7 +66,7 @@ def test_a_group_member_waits_for_its_partitions_before_timing_out(broker_cli: C
     broker_cli.ok("topics", "create", "--topic", "joined", "--partitions", "2")
     broker_cli.ok("produce", "--topic", "joined", stdin="a\nb\nc\n")
     done = broker_cli.run("consume", "--topic", "joined", "--group", "late-joiner",
-                          "--from-beginning", "--timeout-ms", "1000")
+                          "--from-beginning", "--timeout-ms", "2500")
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split()) == ["a", "b", "c"]
     assert "Processed a total of 3 messages" in done.stderr
