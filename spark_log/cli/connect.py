@@ -26,6 +26,7 @@ from spark_log.broker.broker_config import ConfigError, read_properties_file
 
 from .errors import CliError, UsageError, from_kafka
 from .output import notice
+from .sidecar_command import sidecar_errors
 
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 30.0
@@ -87,13 +88,11 @@ def connect(args: argparse.Namespace) -> Connection:
 
 
 def sidecar_address(data_dir: Path | None) -> str:
-    address = sidecar.find(data_dir)
-    if address is not None:
-        return address
-    try:
+    with sidecar_errors(data_dir):
+        address = sidecar.find(data_dir)
+        if address is not None:
+            return address
         address = sidecar.ensure_running(data_dir)
-    except sidecar.SidecarError as exc:
-        raise CliError(str(exc)) from None
     notice(f"Started the sidecar broker at {address} "
            f"(data dir {sidecar.resolve_data_dir(data_dir)}); stop it with "
            "`spark-log sidecar stop`.")

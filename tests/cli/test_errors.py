@@ -119,6 +119,24 @@ def test_dump_log_of_a_directory_or_a_missing_file(spark_log: Run, tmp_path: Pat
                           f"{missing}: no such file")
 
 
+def test_a_sidecar_that_cannot_start(spark_log: Run, tmp_path: Path) -> None:
+    """Without --bootstrap-server: a data directory that is a file, and one whose broker exits
+    at start (a meta.properties it cannot read): its last log line is the reason."""
+    plain_file = tmp_path / "not-a-dir"
+    plain_file.write_text("")
+    for argv in (("topics", "list"), ("sidecar", "status"), ("sidecar", "stop")):
+        assert_one_error_line(spark_log(*argv, "--data-dir", str(plain_file), address=False), 1,
+                              f"data directory {plain_file}: Not a directory")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "meta.properties").write_text("version=1\nnode.id=not-a-number\n")
+    for argv in (("sidecar", "start"), ("topics", "list")):
+        code, out, err = spark_log(*argv, "--data-dir", str(broken), address=False)
+        assert_one_error_line((code, out, err), 1,
+                              f"error: the sidecar broker for {broken} exited with ")
+        assert err.rstrip().endswith(f"(its log: {broken / 'sidecar.log'})")
+
+
 def test_no_command_or_an_unknown_one(spark_log: Run) -> None:
     assert_one_error_line(spark_log("topics", "frobnicate", address=False), 2,
                           "invalid choice: 'frobnicate'")
