@@ -5,7 +5,9 @@ Properties (Kafka's names and defaults): `parse.key` (false) with `key.separator
 `headers.separator` (",") and `headers.key.separator` (":"); `null.marker` (unset: a key,
 value, header key or header value equal to it becomes null); `ignore.error` (false: a line
 without a separator is an error; true: the whole line is the value). A line is
-`[headers<delimiter>][key<separator>]value`.
+`[headers<delimiter>][key<separator>]value`. Lines come as text decoded with surrogateescape
+(`INPUT_ERRORS`), so bytes that are not UTF-8 reach keys and values unchanged; only header keys,
+which Kafka types as strings, must be UTF-8.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from .arguments import flag_bool, separator
 from .errors import UsageError
 
 Header = tuple[str, bytes | None]
+INPUT_ERRORS = "surrogateescape"  # how input lines are decoded, and encoded back to bytes
 KNOWN = frozenset({"parse.key", "key.separator", "parse.headers", "headers.delimiter",
                    "headers.separator", "headers.key.separator", "null.marker", "ignore.error"})
 
@@ -76,10 +79,18 @@ class LineReader:
             if name == self.null_marker:
                 raise UsageError(f"header key {name!r} on line {number} is the null marker; "
                                  "header keys cannot be null")
+            if _has_undecodable(name):
+                raise UsageError(f"header key on line {number} is not UTF-8: "
+                                 f"{name.encode('utf-8', INPUT_ERRORS)!r}")
             headers.append((name, self._bytes(value) if found else None))
         return headers
 
     def _bytes(self, text: str | None) -> bytes | None:
         if text is None or (self.null_marker is not None and text == self.null_marker):
             return None
-        return text.encode()
+        return text.encode("utf-8", INPUT_ERRORS)
+
+
+def _has_undecodable(text: str) -> bool:
+    """True if `text` holds bytes that were not UTF-8 (surrogateescape's lone surrogates)."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)

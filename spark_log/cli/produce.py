@@ -8,6 +8,7 @@ any record the broker refused makes the exit code 1.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from typing import IO, Any
 from .arguments import key_values
 from .connect import add_connection_arguments, connect, partition_count
 from .errors import CliError, UsageError
-from .line_reader import LineReader, LineRecord
+from .line_reader import INPUT_ERRORS, LineReader, LineRecord
 from .output import Tracker, print_json, progress
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -93,11 +94,14 @@ def _produce(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _lines(path: Path | None) -> Iterator[tuple[IO[str], int | None]]:
+    """Input lines as text that keeps every byte (see `line_reader.INPUT_ERRORS`), with the
+    input's size when it is a file."""
     if path is None:
-        yield sys.stdin, None
+        yield io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors=INPUT_ERRORS,
+                               newline=""), None
         return
     try:
-        handle = path.open(encoding="utf-8", newline="")
+        handle = path.open(encoding="utf-8", errors=INPUT_ERRORS, newline="")
     except OSError as exc:
         raise UsageError(f"--file {path}: {exc.strerror or exc}") from None
     with handle:
@@ -107,7 +111,7 @@ def _lines(path: Path | None) -> Iterator[tuple[IO[str], int | None]]:
 def _send_all(producer: Any, reader: LineReader, lines: IO[str], headers: list[Any],
               args: argparse.Namespace, report: ProduceReport, bar: Tracker) -> None:
     for number, raw in enumerate(lines, 1):
-        bar.advance(len(raw.encode()))
+        bar.advance(len(raw.encode("utf-8", INPUT_ERRORS)))
         record = reader.read(raw.rstrip("\n").rstrip("\r"), number)
         _send(producer, args.topic, args.partition, record, headers, report)
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 import time
 from pathlib import Path
 
-from tests.cli.conftest import Cli, table
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.cli.conftest import CLI, TIMEOUT_S, Cli, table
 
 PRINT_ALL = ["--property", "print.key=true", "--property", "print.headers=true",
              "--property", "print.partition=true", "--property", "print.offset=true"]
@@ -72,6 +75,33 @@ def test_a_group_member_waits_for_its_partitions_before_timing_out(broker_cli: C
     assert "Processed a total of 3 messages" in done.stderr
     described = table(broker_cli.ok("groups", "describe", "--group", "late-joiner"))
     assert sum(int(r["CURRENT-OFFSET"]) for r in described) == 3
+
+
+def test_bytes_that_are_not_utf8_are_produced_unchanged(broker_cli: Cli) -> None:
+    broker_cli.ok("topics", "create", "--topic", "raw-bytes")
+    produce = [*CLI, "produce", "--topic", "raw-bytes", "--bootstrap-server",
+               broker_cli.bootstrap, "--property", "parse.key=true", "--property",
+               "key.separator=:"]
+    done = subprocess.run(produce, input=b"k\xff:\xfe\x00v\r\nplain:text\n",
+                          capture_output=True, timeout=TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr
+    consumer = Consumer({"bootstrap.servers": broker_cli.bootstrap, "group.id": "raw-bytes"})
+    consumer.assign([TopicPartition("raw-bytes", 0, 0)])
+    got: list[tuple[bytes | None, bytes | None]] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 2 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append((msg.key(), msg.value()))
+    consumer.close()
+    assert got == [(b"k\xff", b"\xfe\x00v"), (b"plain", b"text")]
+
+    bad_header = subprocess.run([*produce, "--property", "parse.headers=true"],
+                                input=b"h\xff:1\tk:v\n", capture_output=True,
+                                timeout=TIMEOUT_S, check=False)
+    assert bad_header.returncode == 2
+    assert bad_header.stderr.decode().splitlines() == [
+        "error: header key on line 1 is not UTF-8: b'h\\xff'"]
 
 
 def test_formatter_properties_and_null_marker(broker_cli: Cli) -> None:
