@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import contextlib
 import io
 import json
 import os
@@ -23,6 +24,7 @@ import fastavro
 import nbformat
 import pytest
 import yaml
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
@@ -114,28 +116,42 @@ class Run:
         return found[0]
 
 
-def execute(params: dict[str, object], bootstrap: str, workdir: Path) -> Run:
-    """Run every cell, with `params` set after the parameters cell (as papermill does) and the
-    broker given in the environment, as docker-compose.yml gives it to Jupyter."""
+@contextlib.contextmanager
+def kernel(bootstrap: str, workdir: Path) -> Iterator[KernelManager]:
+    """A Python kernel in `workdir` with the broker in its environment, as docker-compose.yml
+    gives it to Jupyter."""
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(workdir), env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap})
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def execute(params: dict[str, object], km: KernelManager) -> Run:
+    """Run every cell in the kernel of `km`, with `params` set after the parameters cell (as
+    papermill does)."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     index = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
     assignments = "\n".join(f"{name} = {value!r}" for name, value in params.items())
     nb.cells.insert(index + 1, nbformat.v4.new_code_cell(assignments))
-    old = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap  # the kernel inherits it
+    client = NotebookClient(nb, km=km, timeout=EXECUTE_TIMEOUT_S)
     started = time.monotonic()
     error = None
     try:
-        NotebookClient(nb, timeout=EXECUTE_TIMEOUT_S, kernel_name="python3",
-                       resources={"metadata": {"path": str(workdir)}}).execute()
+        client.execute()
     except CellExecutionError as e:
         error = e
     finally:
-        if old is None:
-            del os.environ["KAFKA_BOOTSTRAP_SERVERS"]
-        else:
-            os.environ["KAFKA_BOOTSTRAP_SERVERS"] = old
+        if client.kc is not None:
+            client.kc.stop_channels()
     return Run(nb, error, time.monotonic() - started)
+
+
+def run_once(params: dict[str, object], bootstrap: str, workdir: Path) -> Run:
+    """The notebook in a kernel of its own."""
+    with kernel(bootstrap, workdir) as km:
+        return execute(params, km)
 
 
 def completed(run: Run) -> Run:
@@ -187,11 +203,19 @@ def clicks(shared_broker: BrokerProcess) -> Iterator[tuple[str, list[Record]]]:
 
 
 @pytest.fixture(scope="module")
-def explored(shared_broker: BrokerProcess, clicks: tuple[str, list[Record]],
-             tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The notebook run once on the clicks topic; the tests below read its outputs."""
-    return completed(execute({"TOPIC": clicks[0], "SAMPLE_SIZE": 10}, shared_broker.bootstrap,
-                             tmp_path_factory.mktemp("nb")))
+def reused_kernel(shared_broker: BrokerProcess,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelManager]:
+    """One kernel for the runs that complete: the first runs in it fresh, the next ones run
+    all cells again with other parameters, as a user does, and restart Spark in the JVM the
+    first run launched (which makes them quicker)."""
+    with kernel(shared_broker.bootstrap, tmp_path_factory.mktemp("nb")) as km:
+        yield km
+
+
+@pytest.fixture(scope="module")
+def explored(clicks: tuple[str, list[Record]], reused_kernel: KernelManager) -> Run:
+    """The notebook run on the clicks topic; the tests below read its outputs."""
+    return completed(execute({"TOPIC": clicks[0], "SAMPLE_SIZE": 10}, reused_kernel))
 
 
 def test_topics_table_shows_offsets_and_sizes_the_broker_holds(
@@ -255,7 +279,7 @@ def test_lag_table_shows_the_group_behind_by_partition_and_in_total(
 
 
 def test_sample_decodes_avro_and_takes_the_latest_across_uneven_partitions(
-        shared_broker: BrokerProcess, tmp_path: Path) -> None:
+        shared_broker: BrokerProcess, reused_kernel: KernelManager) -> None:
     """The 5 latest orders are all in partition 1: a sample that took an equal share of each
     partition would show older orders of partition 0 instead."""
     topic = topics.create(shared_broker.bootstrap, unique("orders"), 2)
@@ -269,8 +293,7 @@ def test_sample_decodes_avro_and_takes_the_latest_across_uneven_partitions(
         produce(shared_broker, topic, values, keys=[f"c{i % 4}" for i in numbers],
                 partition=partition, timestamps=[START_MS + i * 1000 for i in numbers])
     run = completed(execute({"TOPIC": topic, "SAMPLE_SIZE": 5,
-                             "AVRO_SCHEMA": json.dumps(AVRO_SCHEMA)},
-                            shared_broker.bootstrap, tmp_path))
+                             "AVRO_SCHEMA": json.dumps(AVRO_SCHEMA)}, reused_kernel))
     sample = run.table("partition", "offset", "timestamp", "key")
     assert [(r["partition"], r["offset"], shown_ms(r["timestamp"]), r["key"], r["order_id"],
              float(r["total"])) for r in sample] == [
@@ -281,7 +304,7 @@ def test_sample_decodes_avro_and_takes_the_latest_across_uneven_partitions(
 
 def test_a_topic_that_does_not_exist_stops_with_one_sentence_after_the_cluster_tables(
         shared_broker: BrokerProcess, clicks: tuple[str, list[Record]], tmp_path: Path) -> None:
-    run = execute({"TOPIC": "no-such-topic"}, shared_broker.bootstrap, tmp_path)
+    run = run_once({"TOPIC": "no-such-topic"}, shared_broker.bootstrap, tmp_path)
     assert run.error is not None, "the notebook ran on without its topic"
     [error] = run.errors()
     assert error["ename"] == "ExploreError"
@@ -306,7 +329,7 @@ def test_an_unreachable_cluster_stops_with_one_sentence_and_no_client_log(
     with socket.socket() as reserved:  # bound, never listening: connections are refused
         reserved.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{reserved.getsockname()[1]}"
-        run = execute({"CONNECT_TIMEOUT_S": 2}, address, tmp_path)
+        run = run_once({"CONNECT_TIMEOUT_S": 2}, address, tmp_path)
     assert run.error is not None, "the notebook ran on without a cluster"
     [error] = run.errors()
     assert error["traceback"] == [
