@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import bisect
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from spark_log.records import BatchHeader, CorruptRecordError, iter_headers
+from spark_log.storage import transaction_index
 from spark_log.storage.filesystem import DEFAULT_FS
 from spark_log.storage.offset_index import OffsetIndex
 from spark_log.storage.producer_snapshot import CorruptSnapshotError, decode
@@ -42,9 +45,13 @@ def _read(path: Path) -> bytes:
         raise CliError(f"{path}: {exc.strerror or exc}") from None
 
 
-def _entries(path: Path, size: int, unpack: Any) -> list[tuple[int, int]]:
-    """Raw entries up to the first all-zero one after the first (preallocated space)."""
+def _entries(path: Path, size: int, unpack: Any) -> tuple[list[tuple[int, int]], list[str]]:
+    """Raw entries up to the first all-zero one after the first (preallocated space), and the
+    problem of a file that does not hold whole entries."""
     data = _read(path)
+    torn = len(data) % size
+    problems = [f"{path}: {torn} byte(s) at the end are not a whole {size}-byte entry"] \
+        if torn else []
     entries = []
     for slot in range(len(data) // size):
         entry = unpack(data, slot * size)
@@ -53,7 +60,7 @@ def _entries(path: Path, size: int, unpack: Any) -> list[tuple[int, int]]:
         if slot == 0 and not any(entry) and not any(data[size:2 * size]):
             break
         entries.append(entry)
-    return entries
+    return entries, problems
 
 
 def _log_headers(index_path: Path) -> list[BatchHeader] | None:
@@ -98,9 +105,9 @@ def _emit(path: Path, kind: str, entries: list[dict[str, Any]], problems: list[s
 
 def dump_offset_index(path: Path, args: argparse.Namespace) -> bool:
     base = _base_offset(path)
-    raw = _entries(path, OffsetIndex.ENTRY.size, OffsetIndex.ENTRY.unpack_from)
+    raw, problems = _entries(path, OffsetIndex.ENTRY.size, OffsetIndex.ENTRY.unpack_from)
     entries = [{"offset": base + rel, "position": pos} for rel, pos in raw]
-    problems = _increasing(entries, "offset") + _increasing(entries, "position")
+    problems += _increasing(entries, "offset") + _increasing(entries, "position")
     if args.verify_index_only:
         problems += _verify_offsets(path, entries)
     return _emit(path, "offset-index", entries, problems, args,
@@ -125,9 +132,9 @@ def _verify_offsets(path: Path, entries: list[dict[str, Any]]) -> list[str]:
 
 def dump_time_index(path: Path, args: argparse.Namespace) -> bool:
     base = _base_offset(path)
-    raw = _entries(path, TimeIndex.ENTRY.size, TimeIndex.ENTRY.unpack_from)
+    raw, problems = _entries(path, TimeIndex.ENTRY.size, TimeIndex.ENTRY.unpack_from)
     entries = [{"timestamp": ts, "offset": base + rel} for ts, rel in raw]
-    problems = _increasing(entries, "timestamp")
+    problems += _increasing(entries, "timestamp")
     if args.verify_index_only:
         problems += _verify_times(path, entries)
     return _emit(path, "time-index", entries, problems, args,
@@ -182,9 +189,32 @@ def _snapshot_line(e: dict[str, Any]) -> str:
 
 
 def dump_txn_index(path: Path, args: argparse.Namespace) -> bool:
-    index = TransactionIndex(str(path), DEFAULT_FS)
-    entries = [t._asdict() for t in index.entries]
-    return _emit(path, "transaction-index", entries, [], args, _txn_line)
+    with _warnings_of(transaction_index.log) as problems:
+        entries = [t._asdict() for t in TransactionIndex(str(path), DEFAULT_FS).entries]
+    return _emit(path, "transaction-index", entries, problems, args, _txn_line)
+
+
+class _Collected(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _warnings_of(logger: logging.Logger) -> Iterator[list[str]]:
+    """What `logger` warns about while the block runs (storage's own verdict on a damaged
+    file), collected as problems instead of printed."""
+    handler = _Collected()
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def _txn_line(e: dict[str, Any]) -> str:

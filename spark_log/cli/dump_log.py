@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .errors import CliError
+from .errors import CliError, UsageError
 from .output import notice
 
 
@@ -50,6 +50,8 @@ def _dump(args: argparse.Namespace) -> int:
     args.print_data_log |= args.decoder is not None
 
     files = [Path(f) for spec in args.files for f in spec.split(",") if f.strip()]
+    if not files:
+        raise UsageError("--files names no file")
     ok = True
     for path in files:
         if not path.is_file():

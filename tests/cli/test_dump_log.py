@@ -120,6 +120,21 @@ def test_dump_json_damaged_files_and_bad_index(broker_cli: Cli, tmp_path: Path) 
     done = run_cli("dump-log", "--verify-index-only", "--files", str(bad_index))
     assert done.returncode == 1 and "Index offset: 2, log offset: 0" in done.stdout
 
+    torn_time = tmp_path / "torn" / f"{FIRST}.timeindex"
+    torn_time.write_bytes(struct.pack(">qi", 1000, 0) + b"\x01")
+    done = run_cli("dump-log", "--files", str(torn_time))
+    assert done.returncode == 1 and "1 byte(s) at the end are not a whole 12-byte entry" in \
+        done.stdout
+    bad_txn = tmp_path / "torn" / f"{FIRST}.txnindex"
+    bad_txn.write_bytes(struct.pack(">hqqqq", 0, 7, 1, 2, 3) + struct.pack(">hqqqq", 9, 0, 0,
+                                                                           0, 0))
+    done = run_cli("dump-log", "--json", "--files", str(bad_txn))
+    dumped = json.loads(done.stdout)
+    assert (done.returncode, done.stderr) == (1, "")
+    assert [e["producer_id"] for e in dumped["entries"]] == [7]
+    assert dumped["problems"] == [f"{bad_txn}: entry of unknown version 9; ignoring the rest"]
+    nothing = run_cli("dump-log", "--files", ",")
+    assert nothing.returncode == 2 and "--files names no file" in nothing.stderr
     missing = run_cli("dump-log", "--files", str(tmp_path / "torn" / "gone.log"))
     assert missing.returncode == 1 and "no such file" in missing.stderr
     folder = run_cli("dump-log", "--files", str(tmp_path / "torn"))
