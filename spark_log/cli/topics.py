@@ -25,9 +25,12 @@ from .connect import (
     unknown_topic,
     wait,
 )
-from .errors import UsageError, error_name
+from .errors import CliError, UsageError, error_name
 from .output import print_json
 from .topics_describe import add_describe_parser
+
+# Kafka's tool refuses to change these: ids hash onto their partitions.
+FIXED_PARTITION_COUNT = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def add_topics_parser(commands: Any) -> None:
@@ -134,6 +137,9 @@ def _alter(args: argparse.Namespace) -> int:
     sets = key_values(args.config, "--config")
     if args.partitions is None and not sets and not args.delete_config:
         raise UsageError("topics alter needs --partitions, --config or --delete-config")
+    if args.partitions is not None and args.topic in FIXED_PARTITION_COUNT:
+        raise CliError(f"the number of partitions of {args.topic} cannot be changed: "
+                       "coordinators find a group's or a transactional id's partition by it")
     admin = connect(args).admin()
     current = partition_count(admin, args.topic)
     if args.partitions is not None:

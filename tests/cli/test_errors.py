@@ -55,6 +55,8 @@ CONNECTED = [
      "INVALID_CONFIG"),
     (("topics", "alter", "--topic", TOPIC, "--config", "retention.ms=soon"), 1,
      "INVALID_CONFIG"),
+    (("topics", "alter", "--topic", "__consumer_offsets", "--partitions", "60"), 1,
+     "the number of partitions of __consumer_offsets cannot be changed"),
     (("produce", "--topic", TOPIC, "--producer-property", "no.such.setting=1"), 2,
      "producer settings: No such configuration property"),
     (("produce", "--topic", TOPIC, "--request-required-acks", "5"), 2,
