@@ -10,8 +10,9 @@ sink's own cost), and from a pylog source (read-process-write), there also with 
 runs once per round against the same sidecar broker; the figures are medians over rounds:
 rows/s (N / the summed `triggerExecution` of the run's micro-batches, which include the sink's
 driver-side prepare and commit; and N / the query's wall time, start and stop included), batch
-durations (median and p90 over every micro-batch of every round) and the ratio exactly-once /
-at-least-once of each round.
+durations (median and p90 over every micro-batch of every round), CPU time per row of every
+process involved (Spark's JVM and Python workers, the broker: steadier than wall time on a
+shared machine), and the ratios exactly-once / at-least-once of each round.
 Every run is checked: the output topic holds N rows under read_committed, and with
 sourceGroupId the group's committed offsets are the input's end.
 
@@ -28,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,7 +121,17 @@ class Runs:
 
     rates: list[float] = field(default_factory=list)  # rows / summed batch durations
     wall_rates: list[float] = field(default_factory=list)
+    cpu_us: list[float] = field(default_factory=list)  # CPU time per row, every process
     batch_ms: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One query: wall time, CPU time of every process involved, micro-batch durations."""
+
+    seconds: float
+    cpu_s: float
+    batch_ms: list[float]
 
 
 @dataclass(frozen=True)
@@ -145,10 +157,8 @@ def source_df(setup: Setup, case: Case, rows: int, topic: str, group: str) -> An
     return reader.load().select("value")
 
 
-def run_once(setup: Setup, case: Case, rows: int, source_topic: str, tag: str
-             ) -> tuple[float, list[float]]:
-    """Run `case` over `rows` rows into a new topic; returns (seconds, batch durations in ms)
-    after checking what the run left in Kafka."""
+def run_once(setup: Setup, case: Case, rows: int, source_topic: str, tag: str) -> Run:
+    """Run `case` over `rows` rows into a new topic, then check what it left in Kafka."""
     out, group = f"out-{tag}", f"group-{tag}"
     create_topics(setup.bootstrap, [out])
     writer = (source_df(setup, case, rows, source_topic, group).writeStream.format("pylog")
@@ -157,14 +167,41 @@ def run_once(setup: Setup, case: Case, rows: int, source_topic: str, tag: str
               .option("exactlyOnce", str(case.exactly_once).lower()))
     if case.source_group:
         writer = writer.option("sourceGroupId", group)
-    started = time.perf_counter()
+    cpu, started = tree_cpu_s(), time.perf_counter()
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
-    elapsed = time.perf_counter() - started
-    durations = [float(p["durationMs"]["triggerExecution"]) for p in query.recentProgress
-                 if p["numInputRows"] > 0]
+    run = Run(time.perf_counter() - started, tree_cpu_s() - cpu,
+              [float(p["durationMs"]["triggerExecution"]) for p in query.recentProgress
+               if p["numInputRows"] > 0])
     check(setup, case, out, group, rows)
-    return elapsed, durations
+    return run
+
+
+def tree_cpu_s() -> float:
+    """CPU seconds used so far by this process and its descendants — the Spark JVM, its Python
+    workers, the sidecar broker — counting the children each of them has reaped (Linux /proc).
+    On a shared machine CPU time varies far less than wall time."""
+    parent, ticks = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:  # exited meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (state) on
+        parent[int(entry)] = int(fields[1])
+        ticks[int(entry)] = sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+    children = defaultdict(list)
+    for pid, ppid in parent.items():
+        children[ppid].append(pid)
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo += children[pid]
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def check(setup: Setup, case: Case, out: str, group: str, rows: int) -> None:
@@ -212,16 +249,21 @@ def report(args: argparse.Namespace, results: list[Runs]) -> None:
     per_batch = args.rows // args.batches
     print(f"rows: {args.rows:,} of {len(VALUE)} bytes in {args.batches} micro-batches of "
           f"{per_batch:,}, {PARTITIONS} partitions, local[{PARTITIONS}], {args.repeat} rounds")
-    print(f"{'case':<45} {'rows/s':>10} {'wall rows/s':>12} {'batch ms':>9} {'p90 ms':>8}")
+    print(f"{'case':<45} {'rows/s':>8} {'wall rows/s':>11} {'CPU us/row':>10} "
+          f"{'batch ms':>8} {'p90 ms':>7}")
     for case, runs in zip(CASES, results, strict=True):
-        print(f"{case.name:<45} {statistics.median(runs.rates):>10,.0f} "
-              f"{statistics.median(runs.wall_rates):>12,.0f} "
-              f"{statistics.median(runs.batch_ms):>9.0f} {p90(runs.batch_ms):>8.0f}")
+        print(f"{case.name:<45} {statistics.median(runs.rates):>8,.0f} "
+              f"{statistics.median(runs.wall_rates):>11,.0f} "
+              f"{statistics.median(runs.cpu_us):>10.1f} "
+              f"{statistics.median(runs.batch_ms):>8.0f} {p90(runs.batch_ms):>7.0f}")
     for base, ours in COMPARISONS:
         a, b = results[base], results[ours]
         ratios = sorted(y / x for x, y in zip(a.rates, b.rates, strict=True))
-        print(f"{CASES[ours].name} / at-least-once: ratio {statistics.median(ratios):.2f} "
-              f"(rounds {ratios[0]:.2f}-{ratios[-1]:.2f}); per micro-batch "
+        cpu = sorted(y / x for x, y in zip(a.cpu_us, b.cpu_us, strict=True))
+        print(f"{CASES[ours].name} / {CASES[base].name}:\n"
+              f"  rows/s ratio {statistics.median(ratios):.2f} (rounds {ratios[0]:.2f}-"
+              f"{ratios[-1]:.2f}), CPU per row ratio {statistics.median(cpu):.2f} (rounds "
+              f"{cpu[0]:.2f}-{cpu[-1]:.2f}); per micro-batch "
               f"{statistics.median(b.batch_ms) - statistics.median(a.batch_ms):+.0f} ms median, "
               f"{p90(b.batch_ms) - p90(a.batch_ms):+.0f} ms p90")
 
@@ -254,10 +296,13 @@ def measure(setup: Setup, args: argparse.Namespace) -> list[Runs]:
         order = list(range(len(CASES)))
         order = order[r % len(order):] + order[:r % len(order)]  # no case always runs first
         for i in order:
-            seconds, durations = run_once(setup, CASES[i], args.rows, "in", f"{r}-{i}")
-            results[i].rates.append(args.rows / (sum(durations) / 1000))
-            results[i].wall_rates.append(args.rows / seconds)
-            results[i].batch_ms.extend(durations)
+            run = run_once(setup, CASES[i], args.rows, "in", f"{r}-{i}")
+            results[i].rates.append(args.rows / (sum(run.batch_ms) / 1000))
+            results[i].wall_rates.append(args.rows / run.seconds)
+            results[i].cpu_us.append(run.cpu_s / args.rows * 1e6)
+            results[i].batch_ms.extend(run.batch_ms)
+            print(f"round {r + 1}/{args.repeat} {CASES[i].name}: {args.rows / run.seconds:,.0f} "
+                  f"rows/s wall, {run.cpu_s:.1f} CPU s", file=sys.stderr, flush=True)
     return results
 
 
