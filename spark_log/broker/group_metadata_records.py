@@ -18,9 +18,22 @@ decoder raises `CorruptRecordError` on bytes that do not parse.
 
 from __future__ import annotations
 
+import functools
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
+from spark_log.protocol.errors import ProtocolError
+from spark_log.protocol.wire import (
+    INT16,
+    INT32,
+    INT64,
+    need,
+    read_compact_length,
+    read_fixed,
+    skip_tag_section,
+)
 from spark_log.records import CorruptRecordError
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -30,9 +43,10 @@ OFFSET_COMMIT_VALUE_WITH_EXPIRY_VERSION = 1
 GROUP_METADATA_VALUE_VERSION = 3
 _FLEXIBLE_FROM = 4
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+_KEY = "__consumer_offsets key"
+_OFFSET_COMMIT_VALUE = "OffsetCommitValue"
+_GROUP_METADATA_VALUE = "GroupMetadataValue"
+_Decoder = TypeVar("_Decoder", bound=Callable[[bytes], object])
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,25 +109,25 @@ class _Writer:
     """Non-flexible encoding: int16-length strings, int32-length bytes and arrays."""
 
     def __init__(self, version: int) -> None:
-        self.out = bytearray(_I16.pack(version))
+        self.out = bytearray(INT16.pack(version))
 
     def i32(self, value: int) -> None:
-        self.out += _I32.pack(value)
+        self.out += INT32.pack(value)
 
     def i64(self, value: int) -> None:
-        self.out += _I64.pack(value)
+        self.out += INT64.pack(value)
 
     def string(self, value: str | None) -> None:
         if value is None:
-            self.out += _I16.pack(-1)
+            self.out += INT16.pack(-1)
             return
         data = value.encode()
         if len(data) > 0x7FFF:
             raise ValueError(f"string of {len(data)} bytes is too long for an int16 length")
-        self.out += _I16.pack(len(data)) + data
+        self.out += INT16.pack(len(data)) + data
 
     def bytes_(self, value: bytes) -> None:
-        self.out += _I32.pack(len(value)) + value
+        self.out += INT32.pack(len(value)) + value
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
@@ -169,54 +183,47 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 
 
 class _Reader:
-    """Reads one key or value; `flexible` switches to compact lengths and tagged fields."""
+    """Reads one key or value with the protocol's bounds-checked readers (which raise
+    ProtocolError past the end); `flexible` switches to compact lengths and tagged fields."""
 
     def __init__(self, data: bytes, what: str) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
+        self.buf = memoryview(data)
+        self.pos, self.end = 0, len(data)
         self.what = what
         self.flexible = False
 
-    def _take(self, count: int) -> memoryview:
-        if count < 0 or self.pos + count > len(self.data):
-            raise CorruptRecordError(f"{self.what}: truncated at byte {self.pos}")
-        chunk = self.data[self.pos : self.pos + count]
+    def _fixed(self, fmt: struct.Struct) -> int:
+        value, self.pos = read_fixed(self.buf, self.pos, self.end, fmt, f"int{8 * fmt.size}")
+        return value
+
+    def _take(self, count: int) -> bytes:
+        need(self.end, self.pos, count, "string or bytes")
         self.pos += count
-        return chunk
+        return bytes(self.buf[self.pos - count : self.pos])
 
     def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        return self._fixed(INT16)
 
     def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        return self._fixed(INT32)
 
     def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        return self._fixed(INT64)
 
-    def uvarint(self) -> int:
-        value = shift = 0
-        for _ in range(5):
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-        raise CorruptRecordError(f"{self.what}: varint too long at byte {self.pos}")
-
-    def _short_length(self) -> int:
-        """A string's length: int16, or compact (uvarint N+1) when flexible; -1 is null."""
-        return self.uvarint() - 1 if self.flexible else self.i16()
-
-    def _long_length(self) -> int:
-        """A bytes or array length: int32, or compact when flexible; -1 is null."""
-        return self.uvarint() - 1 if self.flexible else self.i32()
+    def _length(self, fixed: struct.Struct) -> int:
+        """A length: `fixed` (int16 for strings, int32 for bytes and arrays), or compact
+        (uvarint N+1) when flexible; -1 is null."""
+        if self.flexible:
+            size, self.pos = read_compact_length(self.buf, self.pos, self.end, "compact length")
+            return size
+        return self._fixed(fixed)
 
     def nullable_string(self) -> str | None:
-        size = self._short_length()
+        size = self._length(INT16)
         if size < 0:
             return None
         try:
-            return bytes(self._take(size)).decode()
+            return self._take(size).decode()
         except UnicodeDecodeError as e:
             raise CorruptRecordError(f"{self.what}: invalid UTF-8 string: {e}") from None
 
@@ -227,23 +234,37 @@ class _Reader:
         return value
 
     def bytes_(self) -> bytes:
-        size = self._long_length()
-        return b"" if size < 0 else bytes(self._take(size))
+        size = self._length(INT32)
+        return b"" if size < 0 else self._take(size)
 
     def array_length(self) -> int:
-        size = self._long_length()
-        return max(size, 0)
+        return max(self._length(INT32), 0)
 
     def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+        if self.flexible:
+            self.pos = skip_tag_section(self.buf, self.pos, self.end, "tagged fields")
 
 
+def _corrupt_on_protocol_error(what: str) -> Callable[[_Decoder], _Decoder]:
+    """Decorate a decoder so the readers' ProtocolError (bytes cut short, an overlong varint)
+    becomes this module's CorruptRecordError, naming the record being read."""
+
+    def decorate(decode: _Decoder) -> _Decoder:
+        @functools.wraps(decode)
+        def decoding(data: bytes) -> object:
+            try:
+                return decode(data)
+            except ProtocolError as e:
+                raise CorruptRecordError(f"{what}: {e}") from None
+
+        return cast(_Decoder, decoding)
+
+    return decorate
+
+
+@_corrupt_on_protocol_error(_KEY)
 def decode_key(data: bytes) -> CoordinatorKey:
-    r = _Reader(data, "__consumer_offsets key")
+    r = _Reader(data, _KEY)
     version = r.i16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.i32())
@@ -261,8 +282,9 @@ def _value_reader(data: bytes, what: str, highest: int) -> tuple[_Reader, int]:
     return r, version
 
 
+@_corrupt_on_protocol_error(_OFFSET_COMMIT_VALUE)
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    r, version = _value_reader(data, "OffsetCommitValue", 4)
+    r, version = _value_reader(data, _OFFSET_COMMIT_VALUE, 4)
     offset = r.i64()
     leader_epoch = r.i32() if version >= 3 else -1
     metadata = r.string()
@@ -272,8 +294,9 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire_timestamp)
 
 
+@_corrupt_on_protocol_error(_GROUP_METADATA_VALUE)
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    r, version = _value_reader(data, "GroupMetadataValue", 4)
+    r, version = _value_reader(data, _GROUP_METADATA_VALUE, 4)
     protocol_type = r.string()
     generation = r.i32()
     protocol = r.nullable_string()
