@@ -1,7 +1,8 @@
 """One broker: storage, topics, request handling and the listening socket, started and stopped
 as a unit.
 
-`start()` opens the data directory (recovering logs after a crash), binds the listener and then
+`start()` opens the data directory (refusing one that is unusable or belongs to another node or
+cluster, recovering logs after a crash), binds the listener and then
 writes `broker.json` (pid, advertised host and port) into the data directory — the signal that
 clients can connect, used by tests and by the sidecar launcher. `stop()` is the clean shutdown of
 SIGTERM/SIGINT: stop accepting, finish in-flight requests, flush and checkpoint every log, write
@@ -32,6 +33,7 @@ from spark_log.storage.record_checks import (
 from . import meta_properties
 from .broker_config import BrokerConfig
 from .connection import Connection
+from .data_dir import prepare_data_dir
 from .data_dir_lock import DataDirLock
 from .dispatcher import Dispatcher
 from .group_coordinator import GroupCoordinator
@@ -80,10 +82,11 @@ class Broker:
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        prepare_data_dir(self.data_dir)
         self._lock.acquire()
-        self.cluster_id = meta_properties.load_or_create(
+        identity = meta_properties.load_or_create(
             self.data_dir, self.node_id, self.config.get("cluster.id"))
+        self.cluster_id = identity.cluster_id
         metadata = TopicMetadata(self.data_dir)
         metadata.load(partition_dirs(self.data_dir))
         self.topics = TopicManager(self.config, metadata)
@@ -92,7 +95,8 @@ class Broker:
                                default_config=self.topics.defaults,
                                topic_configs=self.topics.all_log_configs(),
                                record_search=RECORD_TIMESTAMP_SEARCH,
-                               record_validator=reject_null_keys_on_compacted)
+                               record_validator=reject_null_keys_on_compacted,
+                               new_dir=identity.created)
         self.topics.attach(self.logs)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.replicas = ReplicaManager(self.logs, self.node_id)

@@ -11,7 +11,9 @@ Layout of a data directory::
 
 On start every partition is opened cheaply (no index is read); after a clean shutdown no
 recovery runs, otherwise each partition recovers from its recovery point. The clean-shutdown
-marker is removed once all logs are open and written again by `close()`.
+marker is removed once all logs are open and written again by `close()`. A directory the caller
+has just taken into use (`new_dir`) has no marker either, but nothing to recover: only a used
+directory without the marker is reported as an unclean shutdown.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ class LogManager:
                  topic_configs: Mapping[str, LogConfig] | None = None,
                  clock: Clock = SYSTEM_CLOCK, fs: FileSystem = DEFAULT_FS,
                  record_search: RecordSearch = HEADER_ONLY,
-                 record_validator: RecordValidator | None = None) -> None:
+                 record_validator: RecordValidator | None = None,
+                 new_dir: bool = False) -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.default_config = default_config
         self.clock, self.fs = clock, fs
@@ -91,8 +94,16 @@ class LogManager:
             if self.had_clean_shutdown:
                 fs.remove(marker)
                 fs.fsync_dir(self.data_dir)
-        log.info("Loaded %d partitions from %s (%s shutdown)", len(self._logs), self.data_dir,
-                 "clean" if self.had_clean_shutdown else "unclean")
+        log.info("Loaded %d partitions from %s (%s)", len(self._logs), self.data_dir,
+                 self._previous_shutdown(new_dir))
+
+    def _previous_shutdown(self, new_dir: bool) -> str:
+        """How the directory's previous user left it, for the start-up log line."""
+        if self.had_clean_shutdown:
+            return "clean shutdown"
+        if new_dir and not self._logs:
+            return "new data directory, nothing to recover"
+        return "unclean shutdown: logs recovered from their recovery points"
 
     def _checkpoint(self, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(os.path.join(self.data_dir, name), self.fs)
