@@ -2,11 +2,11 @@
 as a unit.
 
 `start()` opens the data directory (refusing one that is unusable or belongs to another node or
-cluster, recovering logs after a crash), binds the listener and then
-writes `broker.json` (pid, advertised host and port) into the data directory — the signal that
-clients can connect, used by tests and by the sidecar launcher. `stop()` is the clean shutdown of
-SIGTERM/SIGINT: stop accepting, finish in-flight requests, flush and checkpoint every log, write
-the clean-shutdown marker, remove `broker.json`.
+cluster, recovering logs after a crash), binds the listener and then writes `broker.json` (pid,
+advertised host and port) into the data directory — the signal that clients can connect, used by
+tests and by the sidecar launcher. `stop()` is the clean shutdown of SIGTERM/SIGINT: stop
+accepting, finish in-flight requests, flush and checkpoint every log, write the clean-shutdown
+marker, remove `broker.json`.
 """
 
 from __future__ import annotations

@@ -122,6 +122,15 @@ class TopicManager:
 
     # ---- grow and configure -----------------------------------------------------------------
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
+        if self.metadata.require(name).internal:
+            # Coordinators hash a group or transactional id onto these topics' partition count:
+            # a new count would move ids away from the partitions holding their state. Kafka's
+            # broker accepts this (only its old topic tool refused); here it is refused, with the
+            # code Kafka answers when it refuses an operation on an internal topic (an append,
+            # DeleteRecords).
+            raise KafkaError(ErrorCode.invalid_topic_exception,
+                             f"The number of partitions of the internal topic {name} cannot be "
+                             "changed: coordinators map ids onto its partitions by that number.")
         info = self.metadata.check_partition_increase(name, count)
         if validate_only:
             return info
