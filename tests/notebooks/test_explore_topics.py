@@ -31,7 +31,7 @@ from nbclient.exceptions import CellExecutionError
 from jobs import generate_events
 from jobs.events import StreamSpec, synthesize
 from tests.broker_process import BrokerProcess
-from tests.datasource.conftest import produce, unique
+from tests.datasource.conftest import create_topic, produce, unique
 from tests.jobs import topics
 from tests.jobs.topics import Record
 
@@ -41,6 +41,9 @@ REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "explore_topics.ipynb"
 EXECUTE_TIMEOUT_S = 240
 START_MS = 1_714_564_800_000  # on a whole second: 1-second buckets hold 10 clicks each
+# Records from 2024 are past the default retention (7 days): without this, the broker's
+# retention check (every 5 minutes) would delete them while a slow test still reads them.
+KEEP = {"retention.ms": "-1"}
 GROUP = "nb-readers"
 AVRO_SCHEMA = {"type": "record", "name": "Order", "fields": [
     {"name": "order_id", "type": "string"}, {"name": "total", "type": "double"}]}
@@ -120,8 +123,12 @@ class Run:
 def kernel(bootstrap: str, workdir: Path) -> Iterator[KernelManager]:
     """A Python kernel in `workdir` with the broker in its environment, as docker-compose.yml
     gives it to Jupyter."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+           # The JVM's quick compiler only: most of the CPU time of a run this short goes to
+           # compiling Spark's code, and the machine may be shared. Results do not depend on it.
+           "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1"}
     km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(workdir), env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap})
+    km.start_kernel(cwd=str(workdir), env=env)
     try:
         yield km
     finally:
@@ -190,7 +197,7 @@ def clicks(shared_broker: BrokerProcess) -> Iterator[tuple[str, list[Record]]]:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    topic = topics.create(shared_broker.bootstrap, unique("clicks"), 3)
+    topic = create_topic(shared_broker, unique("clicks"), 3, KEEP)
     spec = StreamSpec(count=300, rate=10, start_ms=START_MS, seed=41)
     generate_events.produce(shared_broker.bootstrap, topic, synthesize(spec), rate=None)
     records = topics.read_all(shared_broker.bootstrap, topic)
@@ -282,7 +289,7 @@ def test_sample_decodes_avro_and_takes_the_latest_across_uneven_partitions(
         shared_broker: BrokerProcess, reused_kernel: KernelManager) -> None:
     """The 5 latest orders are all in partition 1: a sample that took an equal share of each
     partition would show older orders of partition 0 instead."""
-    topic = topics.create(shared_broker.bootstrap, unique("orders"), 2)
+    topic = create_topic(shared_broker, unique("orders"), 2, KEEP)
     schema = fastavro.parse_schema(AVRO_SCHEMA)
     for partition, numbers in ((0, range(0, 20)), (1, range(20, 30))):
         values = []
