@@ -121,10 +121,14 @@ class WireClient:
         meta = self.request(self.bootstrap, ApiKey.METADATA, 1, {"topics": []})
         return sorted(f"{b.host}:{b.port}" for b in meta.brokers) or [self.bootstrap]
 
-    def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], str]:
-        """(topic, partition) -> address of its leader, for the topics that exist."""
-        meta = self.request(self.bootstrap, ApiKey.METADATA, 1,
-                            {"topics": [{"name": t} for t in sorted(set(topics))]})
+    def leaders(self, topics: Iterable[str], create: bool = False
+                ) -> dict[tuple[str, int], str]:
+        """(topic, partition) -> address of its leader, for the topics that exist. Metadata v4,
+        so that a topic merely looked up is not created with the broker's defaults (below v4 a
+        broker with auto.create.topics.enable creates it) unless `create` asks for that."""
+        meta = self.request(self.bootstrap, ApiKey.METADATA, 4,
+                            {"topics": [{"name": t} for t in sorted(set(topics))],
+                             "allow_auto_topic_creation": create})
         address = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
         return {(t.name, p.partition_index): address[p.leader_id] for t in meta.topics
                 if t.error_code == ErrorCode.none for p in t.partitions

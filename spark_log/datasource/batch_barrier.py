@@ -29,8 +29,10 @@ BARRIER_KEY = b"__pylog_barrier"
 
 
 def output_partitions(client: TransactionClient, topics: Sequence[str]) -> list[tuple[str, int]]:
-    """Every partition of `topics` (topics that do not exist yet are left out)."""
-    return sorted(client.leaders(topics)) if topics else []
+    """Every partition of `topics`. A missing topic is auto-created if the cluster allows it,
+    as the tasks' producers would create it anyway: the barrier then covers its first batch
+    too (partitions without a leader yet are left out)."""
+    return sorted(client.leaders(topics, create=True)) if topics else []
 
 
 def open_barrier(client: TransactionClient, prefix: str, partitions: Sequence[tuple[str, int]],

@@ -258,3 +258,25 @@ def test_commit_decision_left_pending_by_a_dead_driver_is_finished_by_the_next_r
     assert values(shared_broker, output, "read_committed") == Counter(sent + decided)
     with GroupOffsetsClient(shared_broker.bootstrap) as groups:
         assert CommitLog(groups, prefix).state().status == DONE
+
+
+def test_commit_decisions_topic_is_compacted_and_lookups_create_no_topic(
+        broker: BrokerProcess) -> None:
+    """The decisions topic keeps each query's latest decision for as long as the query lives,
+    so it must be created compacted, not auto-created with the broker's defaults by the
+    metadata lookup that checks whether it exists."""
+    from confluent_kafka.admin import ConfigResource
+
+    from spark_log.client.group_offsets import GroupOffsetsClient
+    from spark_log.datasource.commit_log import CommitLog
+    from spark_log.datasource.txn_ids import COMMITS_TOPIC
+
+    with GroupOffsetsClient(broker.bootstrap) as client:
+        assert client.leaders(["looked-up-only"]) == {}
+        CommitLog(client, "q").ensure_topic({})
+        assert client.leaders([COMMITS_TOPIC]) == {(COMMITS_TOPIC, 0): broker.bootstrap}
+    admin = _admin(broker)
+    assert "looked-up-only" not in admin.list_topics(timeout=10).topics
+    resource = ConfigResource("topic", COMMITS_TOPIC)
+    config = admin.describe_configs([resource])[resource].result(30)
+    assert config["cleanup.policy"].value == "compact"
