@@ -42,6 +42,9 @@ REPO = Path(__file__).resolve().parents[2]
 HOLD_LIMIT_S = 600  # a held attempt gives up after this (the test kills it long before)
 LOOK_S = 3.0  # how long an injecting attempt looks for its rows at each Arrow batch
 EXIT_LIMIT_S = 60  # what a killed driver's JVM and workers get to exit on their own
+# Spark gives a Python worker it starts without its daemon (the streaming source's runner) a
+# fixed 10 s to connect back; an overloaded machine can miss that, and the query fails to start.
+START_FAILURE = "Python worker failed to connect back"
 
 
 # ---- the child driver ----------------------------------------------------------------------
@@ -142,18 +145,28 @@ def run_child(config: dict[str, Any]) -> None:
         writer = writer.option("sourceGroupId", config["group"])
     query = writer.trigger(availableNow=True).start()
     print("STARTED", flush=True)
+    _report_batches(query)
+    if query.exception() is not None:
+        print(f"FAILED {query.exception()}".replace("\n", " ")[:2000], flush=True)
+        sys.exit(3)
+    print("DONE", flush=True)
+    spark.stop()
+
+
+def _report_batches(query: Any) -> None:
+    """Print a BATCH line per finished micro-batch until the query ends (or fails)."""
+    from pyspark.errors import StreamingQueryException
+
     seen = -1
     while query.isActive:
         progress = query.lastProgress
         if progress and progress["batchId"] != seen:
             seen = progress["batchId"]
             print(f"BATCH {seen}", flush=True)
-        query.awaitTermination(0.05)
-    if query.exception() is not None:
-        print(f"FAILED {query.exception()}".replace("\n", " ")[:2000], flush=True)
-        sys.exit(3)
-    print("DONE", flush=True)
-    spark.stop()
+        try:
+            query.awaitTermination(0.05)
+        except StreamingQueryException:
+            return
 
 
 # ---- the parent side -----------------------------------------------------------------------
@@ -206,6 +219,11 @@ class Child:
 
     def failure(self) -> str | None:
         return next((line for line in self.lines if line.startswith("FAILED")), None)
+
+    def failed_to_start(self) -> bool:
+        """The run failed before its first micro-batch, as Spark fails on START_FAILURE."""
+        failure = self.failure() or ""
+        return START_FAILURE in failure and not self.batches()
 
     def exited(self) -> bool:
         return self.proc.poll() is not None

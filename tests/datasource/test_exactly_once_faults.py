@@ -10,7 +10,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 PARTITIONS = 2
 RUN_LIMIT_S = 600  # one child run, Spark's start included, on a busy 2-core machine
 READ_LIMIT_S = 120
+START_ATTEMPTS = 3
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Pipeline:
     output: str = "upper"
     group: str = "etl"
     children: list[Child] = field(default_factory=list)
+    start_failures: int = 0
 
     def __post_init__(self) -> None:
         create_topic(self.broker, self.input, PARTITIONS)
@@ -55,14 +57,33 @@ class Pipeline:
     def expected(self) -> set[int]:
         return {i for i in range(self.records) if i % 4}
 
-    def start(self, exactly_once: bool, per_trigger: int,
+    def start(self, exactly_once: bool, per_trigger: int, until: Callable[[Child], bool],
               inject: dict[str, Any] | None = None) -> Child:
+        """Start a run of the query and wait until `until` holds or the run exits. A run Spark
+        failed to start (START_FAILURE) is started again, at most START_ATTEMPTS times."""
         config = {"bootstrap": self.broker.bootstrap, "input": self.input,
                   "output": self.output, "group": self.group, "per_trigger": per_trigger,
                   "checkpoint": str(self.tmp / "checkpoint"), "exactly_once": exactly_once,
                   "inject": inject}
-        child = Child.start(config, self.tmp / "child.log")
-        self.children.append(child)
+        for _ in range(START_ATTEMPTS):
+            child = Child.start(config, self.tmp / "child.log")
+            self.children.append(child)
+            await_condition(lambda c=child: until(c) or c.exited(), RUN_LIMIT_S,
+                            "the query run")
+            if not (child.exited() and child.failed_to_start()):
+                return child
+            child.end()
+            self.start_failures += 1
+            print(f"Spark failed to start the query, started again: {child.failure()}")
+        raise AssertionError(f"Spark failed to start the query {START_ATTEMPTS} times")
+
+    def finish(self, exactly_once: bool, per_trigger: int,
+               inject: dict[str, Any] | None = None) -> Child:
+        """Run the query (from its checkpoint) until it has read everything."""
+        child = self.start(exactly_once, per_trigger, lambda _: False, inject)
+        code = child.wait(RUN_LIMIT_S)
+        assert code == 0 and child.done(), \
+            f"the query did not finish ({code}, {child.failure()}):\n{self.log_tail()}"
         return child
 
     def rows(self, isolation: str) -> list[dict[str, Any]]:
@@ -93,12 +114,6 @@ def await_condition(condition: Any, timeout_s: float, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
-
-
-def finish(child: Child, pipeline: Pipeline) -> None:
-    code = child.wait(RUN_LIMIT_S)
-    assert code == 0 and child.done(), \
-        f"the query did not finish ({code}, {child.failure()}):\n{pipeline.log_tail()}"
 
 
 def committed_offsets(broker: BrokerProcess, group: str, topic: str) -> dict[int, int]:
@@ -136,19 +151,22 @@ def assert_exactly_once(rows: list[dict[str, Any]], pipeline: Pipeline) -> None:
 
 # ---- random kills ------------------------------------------------------------------------
 
-KILLS = 10
 RECORDS = 200_000
 PER_TRIGGER = 5_000  # 40 micro-batches: enough for ten kill points and the replays
+KILLS = ["driver"] * 4 + ["worker"] * 6
 MAX_KILL_DELAY_S = 2.0
+
+
+def first_batch(child: Child) -> bool:
+    return child.batches() >= 1
 
 
 @dataclass
 class Run:
-    """One run of the query and what happened to it."""
+    """One run of the query and the Python workers killed in it."""
 
     child: Child
-    worker_kills: int = 0
-    driver_killed: bool = False
+    worker_kills: list[str] = field(default_factory=list)
 
 
 def test_query_killed_ten_times_at_random_writes_every_row_exactly_once(
@@ -157,63 +175,57 @@ def test_query_killed_ten_times_at_random_writes_every_row_exactly_once(
     print(f"fault seed {seed} (PYLOG_FAULT_SEED={seed} repeats the kill choices)")
     rng = random.Random(seed)
     pipeline = pipeline_factory(RECORDS)
-    committed = SnapshotReader(pipeline.broker.bootstrap, pipeline.output, PARTITIONS,
-                               "read_committed")
-    uncommitted = SnapshotReader(pipeline.broker.bootstrap, pipeline.output, PARTITIONS,
-                                 "read_uncommitted")
-    committed.start()
-    uncommitted.start()
-    kinds = ["driver", "worker"] * (KILLS // 2)
-    rng.shuffle(kinds)
-    runs = [Run(pipeline.start(True, PER_TRIGGER))]
-    for kind in kinds:
-        run = _await_kill_point(runs, pipeline, rng)
+    readers = {isolation: SnapshotReader(pipeline.broker.bootstrap, pipeline.output,
+                                         PARTITIONS, isolation)
+               for isolation in ("read_committed", "read_uncommitted")}
+    for reader in readers.values():
+        reader.start()
+    runs = [Run(pipeline.start(True, PER_TRIGGER, first_batch))]
+    for kind in rng.sample(KILLS, len(KILLS)):
+        run = _await_kill_point(runs, pipeline, rng, seed)
         at = f"after {run.child.batches()} micro-batch lines of run {len(runs)}"
         if kind == "driver":
             print(f"kill the driver {at}")
             run.child.kill_driver()
-            run.driver_killed = True
-            runs.append(Run(pipeline.start(True, PER_TRIGGER)))
+            runs.append(Run(pipeline.start(True, PER_TRIGGER, first_batch)))
         else:
             workers = run.child.python_workers()
             assert workers, "no Python worker to kill"
             pid = rng.choice(sorted(workers))
             print(f"kill a Python worker ({workers[pid]}) {at}")
             kill_quietly(pid)
-            run.worker_kills += 1
-    while True:  # the last run, restarted if a worker kill failed it
-        run = runs[-1]
-        code = run.child.wait(RUN_LIMIT_S)
-        if code == 0 and run.child.done():
-            break
-        _check_failure(run, seed, pipeline)
-        runs.append(Run(pipeline.start(True, PER_TRIGGER)))
-    committed.finish()
-    uncommitted.finish()
+            run.worker_kills.append(workers[pid])
+    while runs[-1].child.wait(RUN_LIMIT_S) != 0 or not runs[-1].child.done():
+        _check_failure(runs[-1], seed, pipeline)  # a worker kill failed the last run
+        runs.append(Run(pipeline.start(True, PER_TRIGGER, first_batch)))
+    for reader in readers.values():
+        reader.finish()
 
     rows = pipeline.rows("read_committed")
     assert_exactly_once(rows, pipeline)
     assert committed_offsets(pipeline.broker, pipeline.group, pipeline.input) == \
         input_ends(pipeline)
     final = Counter(batch_of(row) for row in rows)
-    assert committed.snapshots > 10 and len(committed.observed) == len(final)
-    partial = committed.mismatches(final)
+    committed, uncommitted = readers["read_committed"], readers["read_uncommitted"]
+    assert committed.snapshots > 10 and set(committed.observed) == set(final)
+    partial = {b: (seen, final[b]) for b, seen in committed.mismatches(final).items()}
     assert not partial, f"seed {seed}: read_committed saw partial micro-batches " \
-                        f"(batch: counts seen, final count): " \
-                        f"{ {b: (c, final[b]) for b, c in list(partial.items())[:5]} }"
+                        f"(batch: counts seen, final count): {partial}"
     assert uncommitted.mismatches(final), \
         "read_uncommitted never saw a partial or aborted micro-batch: the check is blind"
-    print(f"{len(runs)} runs, {sum(r.driver_killed for r in runs)} driver kills, "
-          f"{sum(r.worker_kills for r in runs)} worker kills, {len(final)} micro-batches, "
-          f"{committed.snapshots} read_committed snapshots")
+    print(f"{len(runs)} runs ({pipeline.start_failures} more that Spark failed to start), "
+          f"{len(final)} micro-batches, {committed.snapshots} read_committed snapshots, "
+          f"{len(uncommitted.mismatches(final))} micro-batches seen partial or with aborted "
+          f"rows by read_uncommitted")
 
 
-def _await_kill_point(runs: list[Run], pipeline: Pipeline, rng: random.Random) -> Run:
-    """Wait for 1-2 more finished micro-batches of the current run, then a random delay
+def _await_kill_point(runs: list[Run], pipeline: Pipeline, rng: random.Random,
+                      seed: int) -> Run:
+    """Wait for 0-2 more finished micro-batches of the current run, then a random delay
     into the next; a run that fails meanwhile (after a worker kill) is restarted."""
     while True:
         run = runs[-1]
-        _await_batches(run.child, run.child.batches() + rng.randint(1, 2))
+        _await_batches(run.child, run.child.batches() + rng.randint(0, 2))
         if not run.child.exited():
             time.sleep(rng.uniform(0, MAX_KILL_DELAY_S))  # the kill point itself
         if not run.child.exited():
@@ -221,8 +233,8 @@ def _await_kill_point(runs: list[Run], pipeline: Pipeline, rng: random.Random) -
         run.child.end()
         assert not run.child.done(), \
             f"the query finished before all kills: lower PER_TRIGGER ({len(runs)} runs)"
-        _check_failure(run, None, pipeline)
-        runs.append(Run(pipeline.start(True, PER_TRIGGER)))
+        _check_failure(run, seed, pipeline)
+        runs.append(Run(pipeline.start(True, PER_TRIGGER, first_batch)))
 
 
 def _await_batches(child: Child, target: int) -> None:
@@ -230,10 +242,11 @@ def _await_batches(child: Child, target: int) -> None:
                     f"{target} micro-batch lines")
 
 
-def _check_failure(run: Run, seed: int | None, pipeline: Pipeline) -> None:
+def _check_failure(run: Run, seed: int, pipeline: Pipeline) -> None:
     """A run may fail only because one of its Python workers was killed."""
     assert run.worker_kills, f"seed {seed}: a run failed on its own: " \
                              f"{run.child.failure()}\n{pipeline.log_tail()}"
+    print(f"the run failed after its {', '.join(run.worker_kills)} was killed; restarted")
 
 
 # ---- a failed task attempt ---------------------------------------------------------------
@@ -247,9 +260,8 @@ INJECT_PER_TRIGGER = 40_000
 def test_failed_task_attempt_leaves_none_of_its_rows_visible(pipeline_factory: Any) -> None:
     pipeline = pipeline_factory(INJECT_RECORDS)
     marker = pipeline.tmp / "failed-attempt"
-    child = pipeline.start(True, INJECT_PER_TRIGGER,
-                           {"action": "fail", "marker": str(marker), "batch": 1})
-    finish(child, pipeline)
+    pipeline.finish(True, INJECT_PER_TRIGGER,
+                    {"action": "fail", "marker": str(marker), "batch": 1})
     failed = marker.read_text()
     assert failed == "1:1:0"
     committed = pipeline.rows("read_committed")
@@ -272,15 +284,14 @@ def test_driver_killed_after_rows_reach_the_log(pipeline_factory: Any,
     pipeline = pipeline_factory(INJECT_RECORDS)
     marker = pipeline.tmp / "held-attempt"
     inject = {"action": "hold", "marker": str(marker), "batch": 1}
-    child = pipeline.start(exactly_once, INJECT_PER_TRIGGER, inject)
-    await_condition(lambda: marker.exists() or child.exited(), RUN_LIMIT_S,
-                    "the held task attempt")
+    child = pipeline.start(exactly_once, INJECT_PER_TRIGGER, lambda _: marker.exists(),
+                           inject)
     assert marker.exists(), f"the query ended before the hold:\n{pipeline.log_tail()}"
     held = {row["id"] for row in pipeline.rows("read_uncommitted")
             if row["at"] == marker.read_text()}
     assert held
     child.kill_driver()
-    finish(pipeline.start(exactly_once, INJECT_PER_TRIGGER, inject), pipeline)
+    pipeline.finish(exactly_once, INJECT_PER_TRIGGER, inject)
     committed = pipeline.rows("read_committed")
     if exactly_once:
         assert_exactly_once(committed, pipeline)
