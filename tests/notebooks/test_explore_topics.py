@@ -15,7 +15,6 @@ import io
 import json
 import os
 import socket
-import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -91,9 +90,8 @@ class Run:
     """One execution of the notebook: its cells with their outputs, or the error it stopped
     with."""
 
-    def __init__(self, nb: nbformat.NotebookNode, error: CellExecutionError | None,
-                 seconds: float) -> None:
-        self.nb, self.error, self.seconds = nb, error, seconds
+    def __init__(self, nb: nbformat.NotebookNode, error: CellExecutionError | None) -> None:
+        self.nb, self.error = nb, error
 
     def outputs(self, mime: str) -> list[str]:
         return [o["data"][mime] for c in self.nb.cells for o in c.get("outputs", [])
@@ -143,7 +141,6 @@ def execute(params: dict[str, object], km: KernelManager) -> Run:
     assignments = "\n".join(f"{name} = {value!r}" for name, value in params.items())
     nb.cells.insert(index + 1, nbformat.v4.new_code_cell(assignments))
     client = NotebookClient(nb, km=km, timeout=EXECUTE_TIMEOUT_S)
-    started = time.monotonic()
     error = None
     try:
         client.execute()
@@ -152,7 +149,7 @@ def execute(params: dict[str, object], km: KernelManager) -> Run:
     finally:
         if client.kc is not None:
             client.kc.stop_channels()
-    return Run(nb, error, time.monotonic() - started)
+    return Run(nb, error)
 
 
 def run_once(params: dict[str, object], bootstrap: str, workdir: Path) -> Run:
@@ -309,6 +306,21 @@ def test_sample_decodes_avro_and_takes_the_latest_across_uneven_partitions(
     assert len(run.outputs("image/png")) == 1
 
 
+def test_sample_shows_keys_and_values_that_are_not_json_objects_as_they_are(
+        shared_broker: BrokerProcess, reused_kernel: KernelManager) -> None:
+    topic = create_topic(shared_broker, unique("misc"), 1, KEEP)
+    keys = [b"k0", None, b"\xff", b"k3", b"k4"]
+    values = [b'{"id": 1, "offset": "inside"}', b"[1, 2]", b"plain text", b"\xff\xfe", None]
+    produce(shared_broker, topic, values, keys=keys,  # type: ignore[arg-type]  # a tombstone
+            timestamps=[START_MS + i * 1000 for i in range(5)])
+    run = completed(execute({"TOPIC": topic, "SAMPLE_SIZE": 10}, reused_kernel))
+    sample = run.table("partition", "offset", "timestamp", "key")
+    assert [r["offset"] for r in sample] == ["4", "3", "2", "1", "0"]
+    assert [r["key"] for r in sample] == ["k4", "k3", "b'\\xff'", "None", "k0"]
+    assert [r["value"] for r in sample][:4] == ["None", "b'\\xff\\xfe'", "plain text", "[1, 2]"]
+    assert (float(sample[4]["id"]), sample[4]["offset_field"]) == (1.0, "inside")
+
+
 def test_a_topic_that_does_not_exist_stops_with_one_sentence_after_the_cluster_tables(
         shared_broker: BrokerProcess, clicks: tuple[str, list[Record]], tmp_path: Path) -> None:
     run = run_once({"TOPIC": "no-such-topic"}, shared_broker.bootstrap, tmp_path)
@@ -347,10 +359,12 @@ def test_an_unreachable_cluster_stops_with_one_sentence_and_no_client_log(
     assert not run.outputs("text/html")
 
 
-def test_committed_notebook_has_no_outputs_and_reads_the_compose_environment() -> None:
+def test_committed_notebook_is_without_outputs_explained_and_reads_compose_env() -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not c.get("outputs") and not c.get("execution_count")
                for c in nb.cells if c.cell_type == "code")
+    assert all(nb.cells[i - 1].cell_type == "markdown"
+               for i, c in enumerate(nb.cells) if c.cell_type == "code"), "a step without text"
     parameters = next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     jupyter_env = yaml.safe_load((REPO / "docker-compose.yml").read_text())[
         "services"]["jupyter"]["environment"]
