@@ -260,10 +260,11 @@ def report(args: argparse.Namespace, results: list[Runs]) -> None:
         a, b = results[base], results[ours]
         ratios = sorted(y / x for x, y in zip(a.rates, b.rates, strict=True))
         cpu = sorted(y / x for x, y in zip(a.cpu_us, b.cpu_us, strict=True))
+        cpu_ms = (statistics.median(b.cpu_us) - statistics.median(a.cpu_us)) * per_batch / 1000
         print(f"{CASES[ours].name} / {CASES[base].name}:\n"
               f"  rows/s ratio {statistics.median(ratios):.2f} (rounds {ratios[0]:.2f}-"
               f"{ratios[-1]:.2f}), CPU per row ratio {statistics.median(cpu):.2f} (rounds "
-              f"{cpu[0]:.2f}-{cpu[-1]:.2f}); per micro-batch "
+              f"{cpu[0]:.2f}-{cpu[-1]:.2f}); per micro-batch {cpu_ms:+.0f} ms of CPU, "
               f"{statistics.median(b.batch_ms) - statistics.median(a.batch_ms):+.0f} ms median, "
               f"{p90(b.batch_ms) - p90(a.batch_ms):+.0f} ms p90")
 
@@ -278,7 +279,9 @@ def start_spark() -> Any:
 
     spark = (SparkSession.builder.master(f"local[{PARTITIONS}]")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(PARTITIONS)).getOrCreate())
+             .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+             # a loaded machine can take longer than the default to start a Python worker
+             .config("spark.python.authenticate.socketTimeout", "120s").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark_log.register(spark)
     spark.dataSource.register(RowsSource)
