@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # `python jobs/backfill.py`: make `jobs` importab
 
 from jobs import cluster, spark_session
 from jobs.arguments import epoch_ms, new_parser
-from jobs.console import say
+from jobs.console import run_reporting, say
 from jobs.events import iso_ms
 
 
@@ -149,13 +149,17 @@ def _result(observed: dict[str, Any]) -> BackfillResult:
                           ms(observed.get("last")))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     range_options(args)  # bad ranges fail before Spark starts
     args.bootstrap_server = cluster.resolve(args)
     with spark_session.running("backfill", args.master, args.shuffle_partitions) as spark:
         run(args, spark)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_reporting("backfill", lambda: _main(argv))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # `python jobs/demo.py`: make `jobs` importable
 
 from jobs import cluster, generate_events, progress, spark_session, stream_etl, window_stats
 from jobs.arguments import new_parser
-from jobs.console import say, table
+from jobs.console import failure, say, table
 from jobs.events import StreamSpec, synthesize
 from spark_log import sidecar
 
@@ -96,8 +96,7 @@ def reset_topics(bootstrap: str, args: argparse.Namespace) -> None:
 def etl_arguments(args: argparse.Namespace, bootstrap: str, checkpoint: Path
                   ) -> argparse.Namespace:
     """The stream_etl arguments the demo runs with."""
-    delivery = (["--sink-option", "exactlyOnce=false"] if args.at_least_once
-                else ["--exactly-once"])
+    delivery = ["--at-least-once"] if args.at_least_once else ["--exactly-once"]
     return stream_etl.parser().parse_args([
         "--topic", args.topic, "--output-topic", args.output_topic,
         "--window", args.window, "--watermark", args.watermark,
@@ -254,13 +253,6 @@ def main(argv: list[str] | None = None) -> int:
         log = sidecar.resolve_data_dir(args.data_dir) / sidecar.LOG_FILE
         say(f"the sidecar broker's log: {log}")
         return 1
-
-
-def failure(exc: BaseException, max_lines: int = 20) -> str:
-    """`Type: message`, cut to `max_lines` lines."""
-    lines = f"{type(exc).__name__}: {exc}".splitlines()
-    more = f"\n... ({len(lines) - max_lines} more lines)" if len(lines) > max_lines else ""
-    return "\n".join(lines[:max_lines]) + more
 
 
 if __name__ == "__main__":

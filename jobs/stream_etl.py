@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # `python jobs/stream_etl.py`: make `jobs` import
 
 from jobs import cluster, progress, spark_session, window_stats
 from jobs.arguments import key_values, new_parser
-from jobs.console import say
+from jobs.console import run_reporting, say
 
 DEFAULT_TOPIC = "clicks"
 DEFAULT_OUTPUT = "click-stats"
@@ -70,9 +70,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--group-id", help="consumer group the query's progress is committed to, "
                                       "for lag monitoring (default: stream_etl.OUTPUT_TOPIC)")
     p.add_argument("--query-name", help="streaming query name (default: the output topic)")
-    p.add_argument("--exactly-once", action="store_true",
-                   help="transactional writes (pylog's exactlyOnce sink option), so a replayed "
-                        "micro-batch does not write its records twice")
+    delivery = p.add_mutually_exclusive_group()
+    delivery.add_argument("--exactly-once", dest="at_least_once", action="store_false",
+                          help="the default in append mode: each micro-batch is written in "
+                               "transactions that also commit the source group's offsets "
+                               "(read-process-write), so a replayed micro-batch does not write "
+                               "its records twice (update mode writes through foreachBatch, at "
+                               "least once)")
+    delivery.add_argument("--at-least-once", dest="at_least_once", action="store_true",
+                          help="plain idempotent writes (pylog's exactlyOnce=false); a replayed "
+                               "micro-batch is written again")
+    p.set_defaults(at_least_once=False)
     p.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
                    help="any other pylog source option (repeatable)")
     p.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE",
@@ -88,10 +96,21 @@ def checkpoint_dir(args: argparse.Namespace) -> Path:
     return CHECKPOINTS / f"stream_etl-{args.topic}-{args.output_topic}"
 
 
+def exactly_once(args: argparse.Namespace) -> bool:
+    """Transactional writes need pylog's streaming sink: append mode only."""
+    return not args.at_least_once and args.output_mode == "append"
+
+
+def group_id(args: argparse.Namespace) -> str:
+    return args.group_id or f"stream_etl.{args.output_topic}"
+
+
 def source_options(args: argparse.Namespace, bootstrap: str) -> dict[str, str]:
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": args.topic,
-               "startingOffsets": args.starting_offsets,
-               "groupId": args.group_id or f"stream_etl.{args.output_topic}"}
+               "startingOffsets": args.starting_offsets, "groupId": group_id(args)}
+    if exactly_once(args):
+        # The sink commits the group's offsets inside each micro-batch's transactions.
+        options["commitOffsets"] = "transactional"
     if args.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(args.max_offsets_per_trigger)
     options.update(key_values(args.source_option, "--source-option"))
@@ -100,8 +119,10 @@ def source_options(args: argparse.Namespace, bootstrap: str) -> dict[str, str]:
 
 def sink_options(args: argparse.Namespace, bootstrap: str) -> dict[str, str]:
     options = {"kafka.bootstrap.servers": bootstrap, "topic": args.output_topic}
-    if args.exactly_once:
-        options["exactlyOnce"] = "true"
+    if exactly_once(args):
+        options.update(exactlyOnce="true", sourceGroupId=group_id(args))
+    else:
+        options["exactlyOnce"] = "false"
     options.update(key_values(args.sink_option, "--sink-option"))
     return options
 
@@ -160,7 +181,8 @@ def run(args: argparse.Namespace, spark: Any) -> Any:
     cluster.ensure_topic(bootstrap, args.output_topic, 1, OUTPUT_TOPIC_CONFIG)
     trigger = "available now" if args.available_now else f"every {args.processing_time}"
     say(f"streaming {args.topic} -> {args.output_topic}: {args.window} windows, watermark "
-        f"{args.watermark}, {args.output_mode} mode, trigger {trigger}, checkpoint "
+        f"{args.watermark}, {args.output_mode} mode, "
+        f"{'exactly' if exactly_once(args) else 'at least'} once, trigger {trigger}, checkpoint "
         f"{checkpoint_dir(args)}")
     name = query_name(args)
     with progress.reported(spark, name):
@@ -172,12 +194,16 @@ def run(args: argparse.Namespace, spark: Any) -> Any:
     return query
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     args.bootstrap_server = cluster.resolve(args)  # a missing sidecar starts before Spark does
     with spark_session.running("stream_etl", args.master, args.shuffle_partitions) as spark:
         run(args, spark)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_reporting("stream_etl", lambda: _main(argv))
 
 
 if __name__ == "__main__":

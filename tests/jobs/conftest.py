@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-JOB_TIMEOUT_S = 240
+JOB_TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="session")

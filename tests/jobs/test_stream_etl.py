@@ -52,7 +52,7 @@ def assert_users_close(got: int, want: int) -> None:
     assert abs(got - want) <= max(2, want * 0.1), (got, want)
 
 
-def test_script_append_mode_writes_each_final_window_once_with_the_generated_counts(
+def test_append_mode_writes_each_final_window_once_and_commits_the_group_in_its_txns(
         shared_broker: BrokerProcess, tmp_path: Path) -> None:
     spec = StreamSpec(count=2400, rate=10, start_ms=START_MS, seed=21, late_fraction=0.1,
                       max_lateness_s=50)
@@ -63,6 +63,11 @@ def test_script_append_mode_writes_each_final_window_once_with_the_generated_cou
                       *etl_args(shared_broker.bootstrap, topic, output, tmp_path / "ckpt"),
                       data_dir=tmp_path / "sidecar")
     assert f"stopped: {len(events) + 2} rows in" in done.stdout
+    assert "append mode, exactly once" in done.stdout
+    # read-process-write: the group's offsets were committed in the sink's transactions
+    group = f"stream_etl.{output}"
+    assert topics.committed(shared_broker.bootstrap, group, topic) == \
+        topics.end_offsets(shared_broker.bootstrap, topic)
     watermark = max(e.event_time_ms for e in events) - 2 * MINUTE_MS
     want = {k: s for k, s in expected.windows(events, MINUTE_MS).items()
             if epoch_ms(k) + MINUTE_MS <= watermark}
@@ -130,7 +135,7 @@ def test_a_continuous_run_stops_at_timeout_with_the_windows_so_far(
     spec = StreamSpec(count=300, rate=10, start_ms=START_MS, seed=24)
     topic, events = source(shared_broker.bootstrap, spec, partitions=2)
     output = unique("stats")
-    argv = ["--processing-time", "1 second", "--timeout", "15", "--output-mode", "update",
+    argv = ["--processing-time", "1 second", "--timeout", "45", "--output-mode", "update",
             *etl_args(shared_broker.bootstrap, topic, output, tmp_path / "ckpt")]
     query = stream_etl.run(stream_etl.parser().parse_args(argv), spark)
     assert not query.isActive
@@ -155,3 +160,21 @@ def _produce_malformed(bootstrap: str, topic: str) -> None:
     for value in (b"not json", b'{"unexpected": 1}'):
         producer.produce(topic, value, partition=0)
     assert producer.flush(30) == 0
+
+
+def test_a_bad_sink_option_is_one_error_line_and_exit_code_1(
+        shared_broker: BrokerProcess, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    topic, _ = source(shared_broker.bootstrap, StreamSpec(count=10, rate=10, start_ms=START_MS,
+                                                          seed=23))
+    done = subprocess.run(
+        [sys.executable, "jobs/stream_etl.py", "--available-now", "--sink-option",
+         "exactlyOnce=maybe", *etl_args(shared_broker.bootstrap, topic, unique("stats"),
+                                        tmp_path / "ckpt")],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "stream_etl failed: " in done.stdout
+    assert "Option 'exactlyOnce' must be 'true' or 'false', got 'maybe'" in done.stdout
+    assert "Traceback" not in done.stdout

@@ -63,3 +63,25 @@ def _consume(consumer: Consumer, topic: str, ends: dict[int, int]) -> list[Recor
             if tp.offset >= remaining[tp.partition]:
                 del remaining[tp.partition]
     return records
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's high watermark."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tests-jobs-reader"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in partitions}
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The offsets `group` has committed on `topic`'s partitions (partitions without one left
+    out)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    tps = result[group].result(30).topic_partitions
+    return {tp.partition: tp.offset for tp in tps if tp.topic == topic and tp.offset >= 0}
