@@ -43,6 +43,13 @@ def task_prefix(prefix: str) -> str:
     return f"{prefix}-task-"
 
 
+def is_task_id(prefix: str, transactional_id: str) -> bool:
+    """Whether `transactional_id` is one of the query's task ids (and not, say, a task id of
+    another query whose prefix happens to start with `<prefix>-task-`)."""
+    rest = transactional_id.removeprefix(task_prefix(prefix))
+    return rest != transactional_id and rest.isdigit()
+
+
 def barrier_id(prefix: str) -> str:
     return f"{prefix}-barrier"
 

@@ -21,7 +21,7 @@ from spark_log.client.transactions import TransactionClient, TransactionError
 from spark_log.protocol import ErrorCode
 
 from .commit_log import CommitLog, SinkState
-from .txn_ids import TxnRef, task_prefix
+from .txn_ids import TxnRef, is_task_id, task_prefix
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,8 @@ def finish_decision(commits: CommitLog, client: TransactionClient, state: SinkSt
 def fence_stale(client: TransactionClient, prefix: str, timeout_ms: int) -> list[str]:
     """Fence and abort every open task transaction of the query; returns their ids."""
     try:
-        stale = [tid for tid, _pid, _state in client.list_open(task_prefix(prefix))]
+        stale = [tid for tid, _pid, _state in client.list_open(task_prefix(prefix))
+                 if is_task_id(prefix, tid)]
     except (OSError, TransactionError) as e:
         log.warning("cannot list open transactions (ListTransactions needs Kafka 3.0+): %s; "
                     "transactions left open by failed tasks end at their timeout or when their "

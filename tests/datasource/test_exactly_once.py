@@ -140,34 +140,45 @@ def test_restarted_query_fences_the_open_transactions_of_a_dead_run(
         spark: Any, shared_broker: BrokerProcess, tmp_path: Path) -> None:
     """A dead run left a task transaction open (task 7: this run has two tasks, so no task of
     it reuses that id) and its batch barrier: both hold read_committed consumers back and
-    would commit rows nobody decided on; the next run aborts them before it writes."""
-    from confluent_kafka import KafkaException, Producer
+    would commit rows nobody decided on; the next run aborts them before it writes. Another
+    query's transaction, whose prefix merely starts with this query's task prefix, is left
+    alone."""
+    from confluent_kafka import KafkaException
 
     from spark_log.datasource.txn_ids import barrier_id, task_id
 
     source, output, sent = topics(shared_broker, 100)
     prefix = unique("dead-run")
-    ghosts = []
-    for tid, value in ((task_id(prefix, 7), b"ghost-task"), (barrier_id(prefix), b"ghost-bar")):
-        ghost = Producer({"bootstrap.servers": shared_broker.bootstrap, "transactional.id": tid,
-                          "log_level": 3})
-        ghost.init_transactions(30)
-        ghost.begin_transaction()
-        ghost.produce(output, value, partition=0)
-        assert ghost.flush(30) == 0
-        ghosts.append(ghost)
+    ghosts = [_open_transaction(shared_broker, tid, output, value) for tid, value in (
+        (task_id(prefix, 7), b"ghost-task"), (barrier_id(prefix), b"ghost-bar"))]
+    other = _open_transaction(shared_broker, task_id(f"{prefix}-task-b", 0), output, b"other")
     held = end_offsets(_admin(shared_broker), output, [0, 1], "read_committed")
     assert held[0] == 0  # the open transactions hold read_committed consumers back
 
     run_query(spark, shared_broker, source, output, tmp_path / "ckpt",
               transactionalIdPrefix=prefix)
-    assert values(shared_broker, output, "read_committed") == Counter(sent)
+    other.commit_transaction(30)  # not fenced
+    assert values(shared_broker, output, "read_committed") == Counter([*sent, b"other"])
     logged = values(shared_broker, output, "read_uncommitted")
     assert logged[b"ghost-task"] == 1 and logged[b"ghost-bar"] == 1  # in the log, aborted
     for ghost in ghosts:
         with pytest.raises(KafkaException):  # fenced: the dead run cannot commit any more
             ghost.commit_transaction(30)
-    assert values(shared_broker, output, "read_committed") == Counter(sent)
+    assert values(shared_broker, output, "read_committed") == Counter([*sent, b"other"])
+
+
+def _open_transaction(broker: BrokerProcess, transactional_id: str, topic: str,
+                      value: bytes) -> Any:
+    """A producer with an open transaction holding `value` in partition 0 of `topic`."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 3,
+                         "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+    return producer
 
 
 def _admin(broker: BrokerProcess) -> Any:
@@ -225,8 +236,6 @@ def test_commit_decision_left_pending_by_a_dead_driver_is_finished_by_the_next_r
         spark: Any, shared_broker: BrokerProcess, tmp_path: Path) -> None:
     """A driver recorded its decision to commit a micro-batch and died before ending the
     batch's transactions: the next run commits them before it writes anything."""
-    from confluent_kafka import Producer
-
     from spark_log.client.group_offsets import GroupOffsetsClient
     from spark_log.client.transactions import TransactionClient
     from spark_log.datasource.commit_log import DONE, PENDING, CommitLog, Decision
@@ -235,14 +244,8 @@ def test_commit_decision_left_pending_by_a_dead_driver_is_finished_by_the_next_r
     source, output, sent = topics(shared_broker, 100)
     prefix = unique("pending")
     tid = task_id(prefix, 5)
-    dead = Producer({"bootstrap.servers": shared_broker.bootstrap, "transactional.id": tid,
-                     "log_level": 3})
-    dead.init_transactions(30)
-    dead.begin_transaction()
-    decided = [f"decided-{i}".encode() for i in range(20)]
-    for value in decided:
-        dead.produce(output, value)
-    assert dead.flush(30) == 0
+    decided = b"decided"
+    _open_transaction(shared_broker, tid, output, decided)
     with TransactionClient(shared_broker.bootstrap) as client, \
             GroupOffsetsClient(shared_broker.bootstrap) as groups:
         info = client.describe(tid)
@@ -255,7 +258,7 @@ def test_commit_decision_left_pending_by_a_dead_driver_is_finished_by_the_next_r
 
     run_query(spark, shared_broker, source, output, tmp_path / "ckpt",
               transactionalIdPrefix=prefix)
-    assert values(shared_broker, output, "read_committed") == Counter(sent + decided)
+    assert values(shared_broker, output, "read_committed") == Counter([*sent, decided])
     with GroupOffsetsClient(shared_broker.bootstrap) as groups:
         assert CommitLog(groups, prefix).state().status == DONE
 
