@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import collections
-import contextlib
 import io
 import json
 import os
@@ -117,22 +116,6 @@ class Run:
         return found[0]
 
 
-@contextlib.contextmanager
-def kernel(bootstrap: str, workdir: Path) -> Iterator[KernelManager]:
-    """A Python kernel in `workdir` with the broker in its environment, as docker-compose.yml
-    gives it to Jupyter."""
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-           # The JVM's quick compiler only: most of the CPU time of a run this short goes to
-           # compiling Spark's code, and the machine may be shared. Results do not depend on it.
-           "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1"}
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(workdir), env=env)
-    try:
-        yield km
-    finally:
-        km.shutdown_kernel(now=True)
-
-
 def execute(params: dict[str, object], km: KernelManager) -> Run:
     """Run every cell in the kernel of `km`, with `params` set after the parameters cell (as
     papermill does)."""
@@ -150,12 +133,6 @@ def execute(params: dict[str, object], km: KernelManager) -> Run:
         if client.kc is not None:
             client.kc.stop_channels()
     return Run(nb, error)
-
-
-def run_once(params: dict[str, object], bootstrap: str, workdir: Path) -> Run:
-    """The notebook in a kernel of its own."""
-    with kernel(bootstrap, workdir) as km:
-        return execute(params, km)
 
 
 def completed(run: Run) -> Run:
@@ -209,11 +186,20 @@ def clicks(shared_broker: BrokerProcess) -> Iterator[tuple[str, list[Record]]]:
 @pytest.fixture(scope="module")
 def reused_kernel(shared_broker: BrokerProcess,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelManager]:
-    """One kernel for the runs that complete: the first runs in it fresh, the next ones run
-    all cells again with other parameters, as a user does, and restart Spark in the JVM the
-    first run launched (which makes them quicker)."""
-    with kernel(shared_broker.bootstrap, tmp_path_factory.mktemp("nb")) as km:
+    """One Python kernel for all runs, with the broker in its environment as docker-compose.yml
+    gives it to Jupyter. The first run is fresh; the next ones run all cells again with other
+    parameters, as a user does, and restart Spark in the JVM the first run launched (which
+    makes them quicker)."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": shared_broker.bootstrap,
+           # The JVM's quick compiler only: most of the CPU time of a run this short goes to
+           # compiling Spark's code, and the machine may be shared. Results do not depend on it.
+           "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1"}
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path_factory.mktemp("nb")), env=env)
+    try:
         yield km
+    finally:
+        km.shutdown_kernel(now=True)
 
 
 @pytest.fixture(scope="module")
@@ -322,8 +308,9 @@ def test_sample_shows_keys_and_values_that_are_not_json_objects_as_they_are(
 
 
 def test_a_topic_that_does_not_exist_stops_with_one_sentence_after_the_cluster_tables(
-        shared_broker: BrokerProcess, clicks: tuple[str, list[Record]], tmp_path: Path) -> None:
-    run = run_once({"TOPIC": "no-such-topic"}, shared_broker.bootstrap, tmp_path)
+        shared_broker: BrokerProcess, clicks: tuple[str, list[Record]],
+        reused_kernel: KernelManager) -> None:
+    run = execute({"TOPIC": "no-such-topic"}, reused_kernel)
     assert run.error is not None, "the notebook ran on without its topic"
     [error] = run.errors()
     assert error["ename"] == "ExploreError"
@@ -344,11 +331,11 @@ def sorted_topics(broker: BrokerProcess) -> list[str]:
 
 
 def test_an_unreachable_cluster_stops_with_one_sentence_and_no_client_log(
-        tmp_path: Path) -> None:
+        reused_kernel: KernelManager) -> None:
     with socket.socket() as reserved:  # bound, never listening: connections are refused
         reserved.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{reserved.getsockname()[1]}"
-        run = run_once({"CONNECT_TIMEOUT_S": 2}, address, tmp_path)
+        run = execute({"BOOTSTRAP_SERVERS": address, "CONNECT_TIMEOUT_S": 2}, reused_kernel)
     assert run.error is not None, "the notebook ran on without a cluster"
     [error] = run.errors()
     assert error["traceback"] == [
