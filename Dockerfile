@@ -33,7 +33,8 @@ CMD ["spark-log", "broker", "--data-dir", "/data", "--host", "0.0.0.0", "--port"
 # Jupyter on top of the same package, for the notebooks.
 FROM base AS jupyter
 USER root
-RUN pip install --no-cache-dir "jupyterlab>=4,<5"
+# matplotlib draws the notebook's rate plot (a test-only dependency of the package).
+RUN pip install --no-cache-dir "jupyterlab>=4,<5" "matplotlib>=3.8,<4"
 USER spark
 EXPOSE 8888
 CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", \
