@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 SNAPSHOT_LIMIT_S = 60.0
+SNAPSHOT_EVERY_S = 0.05  # sampling pace: a reader in a tight loop would starve the query
 
 
 def _isolation(name: str) -> Any:
@@ -120,6 +121,7 @@ class SnapshotReader(threading.Thread):
             consumer.assign([TopicPartition(self.topic, p, 0) for p in self.partitions])
             while not self._stopping.is_set():
                 self._snapshot(admin, consumer)
+                self._stopping.wait(SNAPSHOT_EVERY_S)
         except BaseException as e:  # handed to the test by finish()
             self.error = e
         finally:
