@@ -291,8 +291,7 @@ def start_spark() -> Any:
 def run_retried(setup: Setup, case: Case, rows: int, source_topic: str, tag: str) -> Run:
     """`run_once`, run again (at most twice, said on stderr) when Spark could not start a
     Python worker: it waits a fixed time for one to connect back, which a loaded machine can
-    exceed.
-    Any other failure ends the benchmark."""
+    exceed. Any other failure ends the benchmark."""
     for attempt in range(MAX_ATTEMPTS):
         try:
             return run_once(setup, case, rows, source_topic, f"{tag}-{attempt}")
