@@ -63,6 +63,12 @@ def parse_txn_options(options: Mapping[str, str], kafka_conf: Mapping[str, str],
     """Validate the exactly-once options. Batch writes (including foreachBatch) accept
     `exactlyOnce` but are at least once: they have no micro-batch to commit atomically."""
     flag = _flag(options)
+    if "transactional.id" in kafka_conf:
+        # The producer would turn transactional and every write would fail: refuse it here.
+        raise PylogOptionError(
+            "Option 'kafka.transactional.id' cannot be set: pylog's writers manage producers "
+            "themselves (exactly-once streaming writes derive one transactional id per task "
+            "from 'transactionalIdPrefix').")
     if not streaming:
         for name in ("transactionalIdPrefix", "sourceGroupId"):
             if _get(options, name):
@@ -71,10 +77,13 @@ def parse_txn_options(options: Mapping[str, str], kafka_conf: Mapping[str, str],
         return TxnOptions(False)
     if not (DEFAULT_EXACTLY_ONCE if flag is None else flag):
         return TxnOptions(False)
-    if "transactional.id" in kafka_conf:
+    protocol = str(kafka_conf.get("security.protocol", "plaintext")).strip().lower()
+    if protocol != "plaintext":
+        # The driver's transaction control requests use a plaintext connection of their own.
         raise PylogOptionError(
-            "Option 'kafka.transactional.id' cannot be set: exactly-once writes derive one "
-            "transactional id per task from 'transactionalIdPrefix'.")
+            f"Exactly-once writes need a PLAINTEXT listener; 'kafka.security.protocol' is "
+            f"{kafka_conf['security.protocol']!r}. Use a plaintext listener, or set "
+            "exactlyOnce=false for at-least-once writes over TLS or SASL.")
     return TxnOptions(True, resolve_prefix(options), _groups(options),
                       _timeout(kafka_conf))
 

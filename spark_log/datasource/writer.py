@@ -8,9 +8,9 @@ or value column is a struct encoded with the Avro schema. Tasks produce with
 `enable.idempotence=true` and `acks=all`; keys are partitioned by murmur2 like the Java client.
 
 Delivery is at-least-once: a task retried by Spark produces its rows again. Each task returns a
-`PylogCommitMessage` (rows and the last offset per partition); a transactional mode (exactly
-once) will add a transactional id per task to that message and commit or abort on the driver in
-`commit`/`abort`, without changing the task loop.
+`PylogCommitMessage` (rows and the last offset per partition). Exactly-once streaming writes
+run the same task loop inside one transaction per task and commit or abort on the driver
+(`stream_writer`, `txn_task`, `txn_commit`).
 """
 
 from __future__ import annotations

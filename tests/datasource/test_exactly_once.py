@@ -33,8 +33,9 @@ def sink(streaming: bool = True, **options: str) -> Any:
     ({"exactlyOnce": "yes", "checkpointLocation": "/c"},
      r"Option 'exactlyOnce' must be 'true' or 'false', got 'yes'"),
     ({"checkpointLocation": "/c", "kafka__transactional__id": "t"},
-     r"'kafka.transactional.id' cannot be set: exactly-once writes derive one transactional id "
-     r"per task from 'transactionalIdPrefix'"),
+     r"'kafka.transactional.id' cannot be set: pylog's writers manage producers themselves"),
+    ({"checkpointLocation": "/c", "kafka__security__protocol": "SASL_SSL"},
+     r"Exactly-once writes need a PLAINTEXT listener; 'kafka.security.protocol' is 'SASL_SSL'"),
     ({}, r"Exactly-once writes must recognise the query when it restarts: give the checkpoint "
          r"with .option\('checkpointLocation', ...\), name the query"),
     ({"transactionalIdPrefix": "  "}, r"Option 'transactionalIdPrefix' is empty."),
@@ -57,6 +58,10 @@ def test_streaming_only_options_are_refused_in_batch_writes() -> None:
                            match=f"Option '{name}' applies to streaming writes only"):
             sink(False, **{name: "x"})
     assert not sink(False, exactlyOnce="true").txn.enabled  # batch writes: at least once
+    for streaming in (False, True):  # the producer would turn transactional: refused
+        with pytest.raises(PylogOptionError, match=r"'kafka\.transactional\.id' cannot be set"):
+            sink(streaming, exactlyOnce="false", kafka__transactional__id="t")
+    assert not sink(True, exactlyOnce="false", kafka__security__protocol="SSL").txn.enabled
 
 
 def test_source_commit_offsets_modes() -> None:
