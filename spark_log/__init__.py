@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from spark_log.process_env import load_kio_without_hypothesis
+
+load_kio_without_hypothesis()  # before any module loads the codecs (see process_env)
+
 __version__ = "0.1.0"
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"

@@ -1,17 +1,24 @@
-"""Environment set-up shared by the processes spark_log starts (the CLI, brokers, sidecars).
+"""How spark_log loads its protocol codecs (kio) in every process that imports it.
 
-The protocol codecs (kio) import hypothesis when it is installed (the test extra), and
-hypothesis caches a character map under `./.hypothesis` of whatever directory the process runs
-in: a tool must not write there, and a fresh directory costs seconds to rebuild it. One cache
-per user instead; child processes (a sidecar broker) inherit the setting.
+kio registers Hypothesis strategies for its value types whenever Hypothesis is importable (it is
+in a test environment, and in many development ones). Importing Hypothesis and building those
+strategies costs a fresh process one to several seconds: it computes a Unicode character map and
+caches it under `./.hypothesis` of the current directory, which is new in every Spark Python
+worker. No spark_log process uses the strategies, so kio's phantom-type module is loaded with
+Hypothesis hidden. A process that has loaded Hypothesis already (a test run) keeps kio's
+strategies.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import sys
 
 
-def keep_caches_out_of_cwd() -> None:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache / "spark_log" / "hypothesis"))
+def load_kio_without_hypothesis() -> None:
+    if "hypothesis" in sys.modules or "kio.static._phantom" in sys.modules:
+        return
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # makes `import` raise
+    try:
+        import kio.static._phantom  # noqa: F401  (records that Hypothesis is absent)
+    finally:
+        del sys.modules["hypothesis"]

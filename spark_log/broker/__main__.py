@@ -7,13 +7,9 @@ import asyncio
 import logging
 import sys
 
-from spark_log.process_env import keep_caches_out_of_cwd
-
-keep_caches_out_of_cwd()  # before the codecs load (see process_env)
-
-from .broker import run_until_signalled  # noqa: E402
-from .broker_config import ConfigError  # noqa: E402
-from .launch_options import add_broker_arguments, config_from_arguments  # noqa: E402
+from .broker import run_until_signalled
+from .broker_config import ConfigError
+from .launch_options import add_broker_arguments, config_from_arguments
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 

@@ -16,7 +16,6 @@ from confluent_kafka import KafkaException
 
 from spark_log import __version__
 from spark_log.broker.launch_options import add_broker_arguments
-from spark_log.process_env import keep_caches_out_of_cwd
 
 from .consume import add_consume_parser
 from .dump_log import add_dump_log_parser
@@ -66,7 +65,6 @@ def _run_broker(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    keep_caches_out_of_cwd()
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)

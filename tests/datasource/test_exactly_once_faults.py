@@ -169,6 +169,7 @@ class Run:
     worker_kills: list[str] = field(default_factory=list)
 
 
+@pytest.mark.timeout(900)  # ten Spark restarts: 4-5 min on 2 cores, longer beside other tests
 def test_query_killed_ten_times_at_random_writes_every_row_exactly_once(
         pipeline_factory: Any) -> None:
     seed = int(os.environ.get("PYLOG_FAULT_SEED") or random.randrange(2**32))
