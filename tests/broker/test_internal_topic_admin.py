@@ -1,7 +1,8 @@
-"""CreatePartitions on the internal topics through confluent-kafka's AdminClient, against the
-real broker process: `__consumer_offsets` and `__transaction_state` keep their partition count
-(coordinators hash ids onto it), each refusal is INVALID_TOPIC_EXCEPTION with a reason, other
-topics in the same request still grow, and groups and transactions carry on where they were."""
+"""CreatePartitions and DeleteRecords on the internal topics through confluent-kafka's AdminClient,
+against the real broker process: `__consumer_offsets` and `__transaction_state` keep their
+partition count (coordinators hash ids onto it) and their records (the coordinators' state),
+each refusal is INVALID_TOPIC_EXCEPTION, other topics in the same request still grow or shrink,
+and groups and transactions carry on where they were."""
 
 from __future__ import annotations
 
@@ -85,3 +86,27 @@ def test_other_topics_in_the_same_request_still_grow(
     extra = before["__consumer_offsets"]
     assert not (broker.data_dir / f"__consumer_offsets-{extra}").exists()
     consumer.close()
+
+
+def test_delete_records_on_internal_topics_is_refused_and_deletes_nothing(
+        setup: tuple[AdminClient, Consumer, Producer], broker: BrokerProcess) -> None:
+    admin, consumer, producer = setup
+    counts = partition_counts(admin)
+    internal = [TopicPartition(topic, p, -1) for topic in INTERNAL for p in range(counts[topic])]
+    before = {(tp.topic, tp.partition): watermarks(consumer, tp) for tp in internal}
+    assert any(high > 0 for _, high in before.values())
+    futures = admin.delete_records([*internal, TopicPartition("orders", 0, 1)])
+    for tp in internal:
+        with pytest.raises(KafkaException) as raised:
+            futures[tp].result(TIMEOUT_S)
+        assert raised.value.args[0].code() == KafkaError.TOPIC_EXCEPTION, tp
+    assert futures[TopicPartition("orders", 0, 1)].result(TIMEOUT_S).low_watermark == 1
+    assert {(tp.topic, tp.partition): watermarks(consumer, tp) for tp in internal} == before
+    assert consumer.committed([TopicPartition("orders", 0)], TIMEOUT_S)[0].offset == 7
+    commit_one_transaction(producer)
+    consumer.close()
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+    return consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
+                                          timeout=TIMEOUT_S)
