@@ -1,5 +1,5 @@
-"""Shared fixtures: a real broker process per test (or per module) on a loopback port; the order
-in which `./dev test` runs tests in parallel (pytest-xdist)."""
+"""Shared fixtures: a real broker process per test (or per module) on a loopback port; the
+`spark` mark that `./dev test` runs apart from the other tests (one Spark driver at a time)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,14 @@ import pytest
 from tests.broker_process import BrokerProcess
 
 
-def _uses_spark(item: pytest.Item) -> bool:
-    return item.get_closest_marker("spark") is not None or \
-        "spark" in getattr(item, "fixturenames", ())
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Spark tests run first and one after another in one worker (xdist group "spark"): one
-    Spark driver at a time leaves the 2 cores the rest of the suite shares with it enough room
-    (PySpark gives a Python worker a fixed 10 s to connect back to its JVM). The other tests
-    spread over the remaining workers meanwhile."""
-    spark = [item for item in items if _uses_spark(item)]
-    for item in spark:
-        item.add_marker(pytest.mark.xdist_group("spark"))
-    chosen = set(map(id, spark))
-    items[:] = spark + [item for item in items if id(item) not in chosen]
+    """A test using the session's Spark must be marked `spark`: `./dev test` runs the others
+    in parallel workers, where a second Spark driver would crowd the machine."""
+    unmarked = [item.nodeid for item in items if "spark" in getattr(item, "fixturenames", ())
+                and item.get_closest_marker("spark") is None]
+    if unmarked:
+        raise pytest.UsageError(f"tests use the spark fixture without the spark mark: "
+                                f"{', '.join(unmarked)}")
 
 
 def _start(tmp: Path, config: dict[str, str] | None = None) -> BrokerProcess:
