@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_log.process_env import load_kio_without_hypothesis
+from spark_log.kio_import import load_kio_without_hypothesis
 
-load_kio_without_hypothesis()  # before any module loads the codecs (see process_env)
+load_kio_without_hypothesis()  # before any module loads the codecs (see kio_import)
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,7 @@ from .broker_config import BrokerConfig
 from .errors import KafkaError
 from .offsets_topic import OFFSETS_TOPIC
 from .offsets_topic import topic_configs as offsets_topic_configs
-from .topic_metadata import INTERNAL_TOPICS, TopicInfo, TopicMetadata
+from .topic_metadata import INTERNAL_TOPICS, TopicInfo, TopicMetadata, UnknownTopicError
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,18 @@ class TopicManager:
             self.logs.delete(name, partition)
         log.info("Deleted topic %s", name)
         return info
+
+    def delete_records(self, name: str, partition: int, offset: int) -> int:
+        """DeleteRecords: the partition's log starts at `offset` (-1: its high watermark);
+        returns the new log start. Refused for internal topics, as Kafka refuses it: their
+        records are the coordinators' state."""
+        if self.metadata.require(name).internal:
+            raise KafkaError(ErrorCode.invalid_topic_exception,
+                             f"Cannot delete records of internal topic {name}.")
+        found = self.logs.get(name, partition)
+        if found is None:
+            raise UnknownTopicError(f"{name}-{partition}")
+        return found.delete_records_before(offset)
 
     # ---- grow and configure -----------------------------------------------------------------
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:

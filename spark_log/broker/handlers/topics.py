@@ -2,9 +2,7 @@
 
 Each topic in a request succeeds or fails on its own, with Kafka's error code and message; a
 topic named twice in one request fails with INVALID_REQUEST, as in Kafka. Manual replica
-assignments are accepted only when they name this broker. DeleteRecords on an internal topic
-(`__consumer_offsets`, `__transaction_state`) is refused with INVALID_TOPIC_EXCEPTION, as Kafka
-refuses it: their records are the coordinators' state.
+assignments are accepted only when they name this broker.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 
 from ..errors import KafkaError, error_code_for, error_message_for
-from ..topic_metadata import INTERNAL_TOPICS, UnknownTopicError
 from . import handles
 from .configs import topic_config_entries
 
@@ -124,15 +121,9 @@ async def handle_delete_records(ctx: Any, request: Any) -> dict[str, Any]:
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "low_watermark": -1,
                      "error_code": ErrorCode.none}
-            if t.name in INTERNAL_TOPICS:
-                entry["error_code"] = ErrorCode.invalid_topic_exception
-                partitions.append(entry)
-                continue
             try:
-                log = ctx.broker.replicas.log(t.name, p.partition_index)
-                entry["low_watermark"] = log.delete_records_before(p.offset)
-            except UnknownTopicError:
-                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                entry["low_watermark"] = ctx.broker.topics.delete_records(
+                    t.name, p.partition_index, p.offset)
             except Exception as exc:
                 entry["error_code"] = error_code_for(exc)
             partitions.append(entry)
