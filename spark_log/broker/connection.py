@@ -4,14 +4,22 @@ Like Kafka's SocketServer, a connection handles one request at a time: the next 
 dispatched until the previous response is written (or, for acks=0 produce, needs no response),
 so responses always go back in request order. Other connections are independent coroutines, so a
 fetch long-polling here never blocks them. A malformed or hostile frame closes this connection
-with a log line and touches nothing else.
+with a log line and touches nothing else; so does a peer that goes away mid-response (a DEBUG
+line only).
+
+File regions in a response go out with `loop.sendfile`: os.sendfile where the transport allows
+(plain TCP), else asyncio's read-and-write fallback (TLS). A region found shorter on disk than
+the size already announced (its log was truncated) closes the connection, so a client never
+waits on, or misreads, a frame shorter than its size prefix.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -32,18 +40,52 @@ class FileRegion(Protocol):
     def fileno(self) -> int: ...
 
 
-class _SendfileSource:
-    """What asyncio's sendfile needs of a file: a descriptor, and a seek it may call at the end
-    (positions are passed explicitly, so the seek is meaningless here)."""
+class RegionShrank(Exception):
+    """A file region ended early: its log was truncated after the response was sized, so the
+    frame already promised bytes that no longer exist."""
 
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
+
+class _RegionFile:
+    """A file object over one FileRegion, for `loop.sendfile`.
+
+    The native path uses only `fileno()` (asyncio passes the offset to os.sendfile itself).
+    asyncio's fallback (TLS transports, loops without native sendfile, or a native attempt that
+    gave up before sending a byte) seeks to the region's start and calls `readinto` from an
+    executor thread until it has the region or a read comes back empty.
+
+    Invariants: reads are positioned (the fd's shared offset is never used, so other slices of
+    the same file are undisturbed) and never go past the region's end. Holding the region keeps
+    its file open while a thread reads it. (asyncio's native path lseeks the fd when done; no
+    reader of a log file depends on that offset.)
+    """
+
+    def __init__(self, region: FileRegion) -> None:
+        self._region = region
+        self._fd = region.fileno()
+        self._end = region.position + region.size
+        self._pos = region.position
 
     def fileno(self) -> int:
         return self._fd
 
-    def seek(self, offset: int, whence: int = 0) -> int:
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence != os.SEEK_SET:
+            raise io.UnsupportedOperation("only absolute seeks")
+        self._pos = offset
         return offset
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, buffer: memoryview) -> int:
+        """Read up to len(buffer) bytes of the region at the current position; 0 at its end or
+        at the end of the file (shorter than the region if the log was truncated)."""
+        want = min(len(buffer), self._end - self._pos)
+        if want <= 0:
+            return 0
+        got = os.preadv(self._fd, [buffer[:want]], self._pos)
+        self._pos += got
+        return got
 
 
 Part = bytes | bytearray | memoryview | FileRegion
@@ -96,7 +138,7 @@ class Connection:
         except asyncio.CancelledError:
             if not self._closing:
                 raise
-        except ProtocolError as e:
+        except (ProtocolError, RegionShrank) as e:
             log.warning("closing connection from %s: %s", self.peer, e)
         except (ConnectionError, asyncio.IncompleteReadError) as e:
             log.debug("connection from %s ended: %s", self.peer, e)
@@ -120,14 +162,41 @@ class Connection:
             self._idle = True
 
     async def _write(self, parts: Sequence[Part]) -> None:
-        loop = asyncio.get_running_loop()
         for part in parts:
+            # A lost peer ends the response here, not after every remaining part is discarded
+            # by the transport (which warns from the fifth write on).
+            self._check_open()
             if isinstance(part, (bytes, bytearray, memoryview)):
                 self._writer.write(part)
-            else:
-                if part.size == 0:
-                    continue
-                await self._writer.drain()
-                await loop.sendfile(self._writer.transport, _SendfileSource(part.fileno()),
-                                    part.position, part.size)
+            elif part.size:
+                await self._send_region(part)
         await self._writer.drain()
+
+    async def _send_region(self, region: FileRegion) -> None:
+        """os.sendfile where the transport can, else asyncio's read-and-write fallback."""
+        await self._drain_fully()
+        self._check_open()  # loop.sendfile raises RuntimeError on a closing transport
+        loop = asyncio.get_running_loop()
+        sent = await loop.sendfile(self._writer.transport, _RegionFile(region),
+                                   region.position, region.size)
+        if sent != region.size:
+            raise RegionShrank(f"{region.size - sent} of {region.size} bytes of a fetched "
+                               f"log range were gone (log truncated mid-response)")
+
+    async def _drain_fully(self) -> None:
+        """Wait until the transport holds no unsent bytes. asyncio's native sendfile would wait
+        for them itself, and a peer lost during that wait makes it (3.11) resolve one future
+        twice and log an InvalidStateError; waiting here, drain raises ConnectionResetError."""
+        transport = self._writer.transport
+        if not transport.get_write_buffer_size():
+            return
+        low, high = transport.get_write_buffer_limits()
+        transport.set_write_buffer_limits(high=0)  # paused until the buffer is empty
+        try:
+            await self._writer.drain()
+        finally:
+            transport.set_write_buffer_limits(high=high, low=low)
+
+    def _check_open(self) -> None:
+        if self._writer.transport.is_closing():
+            raise ConnectionResetError("connection lost mid-response")
