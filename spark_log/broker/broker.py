@@ -27,7 +27,7 @@ from spark_log.storage.log_cleaner import LogCleaner
 from spark_log.storage.log_manager import LogManager, parse_partition_dir
 from spark_log.storage.record_checks import (
     RECORD_TIMESTAMP_SEARCH,
-    reject_null_keys_on_compacted,
+    validate_records,
 )
 
 from . import meta_properties
@@ -95,7 +95,7 @@ class Broker:
                                default_config=self.topics.defaults,
                                topic_configs=self.topics.all_log_configs(),
                                record_search=RECORD_TIMESTAMP_SEARCH,
-                               record_validator=reject_null_keys_on_compacted,
+                               record_validator=validate_records,
                                new_dir=identity.created)
         self.topics.attach(self.logs)
         self.producer_ids = ProducerIdManager(self.data_dir)

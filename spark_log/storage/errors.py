@@ -2,10 +2,15 @@
 
 Every class carries `error_name`, the name in Kafka's error table (`Errors` in the protocol), so
 the broker can map any storage exception with `kafka_error_name(exc)` instead of a chain of
-isinstance checks. `CorruptRecordError` comes from the record layer and is re-exported here.
+isinstance checks, and `record_errors`, the records a record-level check refused (KIP-467), which
+the Produce response lists beside the error code. `CorruptRecordError` comes from the record
+layer and is re-exported here.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from spark_log.records.errors import CorruptRecordError
 
@@ -22,6 +27,7 @@ __all__ = [
     "OffsetsOutOfOrderError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
+    "RecordError",
     "RecordTooLargeError",
     "StorageError",
     "TransactionCoordinatorFencedError",
@@ -30,10 +36,23 @@ __all__ = [
 ]
 
 
+class RecordError(NamedTuple):
+    """One record a batch was refused for (Kafka's ProduceResponse.RecordError): its index in
+    the batch and why."""
+
+    batch_index: int
+    message: str | None
+
+
 class StorageError(Exception):
-    """Base of storage's own exceptions. Maps to UNKNOWN_SERVER_ERROR unless a subclass says."""
+    """Base of storage's own exceptions. Maps to UNKNOWN_SERVER_ERROR unless a subclass says.
+
+    `record_errors` is empty unless record-level checks refused the batch; then it names every
+    offending record, in batch order.
+    """
 
     error_name = "UNKNOWN_SERVER_ERROR"
+    record_errors: tuple[RecordError, ...] = ()
 
 
 class KafkaStorageError(StorageError):
@@ -67,15 +86,23 @@ class RecordBatchTooLargeError(StorageError):
     error_name = "RECORD_LIST_TOO_LARGE"
 
 
-class InvalidRecordError(StorageError):
+class _RecordLevelError(StorageError):
+    """An error record-level checks may raise, carrying the refused records."""
+
+    def __init__(self, message: str, record_errors: Sequence[RecordError] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
+
+
+class InvalidRecordError(_RecordLevelError):
     """A well-formed batch that breaks a rule of the append (control batch from a client, base
-    offset not 0, inconsistent record count, several batches in one produce). Maps to
-    INVALID_RECORD (87)."""
+    offset not 0, inconsistent record count, several batches in one produce), or whose records
+    break one (a null key on a compacted topic). Maps to INVALID_RECORD (87)."""
 
     error_name = "INVALID_RECORD"
 
 
-class InvalidTimestampError(StorageError):
+class InvalidTimestampError(_RecordLevelError):
     """A record timestamp outside message.timestamp.before/after.max.ms of the broker's clock, or
     a producer that set LogAppendTime itself. Maps to INVALID_TIMESTAMP (32)."""
 

@@ -7,9 +7,13 @@ so they are patched into a 61-byte copy of each header while the records stay wh
 (no copy of the payload); LogAppendTime topics also rewrite the max timestamp and attributes,
 and recompute the CRC over the new header and the untouched records.
 
-Record-level checks need the record decoder: `RecordValidator` is the hook for them (null keys
-on compacted topics, each record's timestamp); without it, timestamps are checked on the
-batch's first and max timestamp.
+Record-level checks (Kafka's validateRecord: a key on every record of a compacted topic, each
+record's timestamp) need the record decoder: `RecordValidator` is the hook for them
+(`record_checks.validate_records`). It runs only when the header cannot settle the batch: on
+compacted topics, and when the header does not prove every timestamp valid. With the default
+message.timestamp.before.max.ms (Long.MAX_VALUE, no lower bound) a batch whose max timestamp is
+within the upper bound is proven valid, so the common produce decodes nothing. Without the hook,
+timestamps are checked on what the header shows (first and max timestamp).
 """
 
 from __future__ import annotations
@@ -43,17 +47,19 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .filesystem import Buffer
-from .log_config import LogConfig
+from .log_config import LONG_MAX, LogConfig
 
 NO_TIMESTAMP = -1
 
 
 class RecordValidator(Protocol):
-    """Record-level checks of one batch of a leader append; raises InvalidRecordError (e.g. a
-    null key on a compacted topic, `config.compact`) or InvalidTimestampError."""
+    """Record-level checks of one batch of a leader append. Checks every record (its key when
+    `config.compact`, its timestamp when `check_timestamps`) and refuses the whole batch with
+    InvalidRecordError or InvalidTimestampError whose `record_errors` name each offending
+    record; returns None when all pass."""
 
     def __call__(self, batch: memoryview, header: BatchHeader, *, config: LogConfig,
-                 now_ms: int) -> None: ...
+                 now_ms: int, topic_partition: str, check_timestamps: bool) -> None: ...
 
 
 @dataclass
@@ -113,9 +119,7 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
                                          f"{h.base_offset} follows {last_offset}")
         last_offset = h.last_offset
         if leader:
-            _check_timestamps(h, config, now_ms, tp)
-            if record_validator is not None:
-                record_validator(view[pos : pos + h.size], h, config=config, now_ms=now_ms)
+            _check_records(view, pos, h, config, now_ms, tp, record_validator)
     size = batches[-1][0] + batches[-1][1].size
     if size > config.segment_size:
         raise RecordBatchTooLargeError(
@@ -149,8 +153,40 @@ def _check_client_batch(h: BatchHeader, tp: str) -> None:
                                  f"with producerId {h.producer_id} in topic partition {tp}")
 
 
-def _check_timestamps(h: BatchHeader, config: LogConfig, now: int, tp: str) -> None:
-    """Kafka's rule, on the timestamps the header shows (first and max record timestamp)."""
+def _check_records(view: memoryview, pos: int, h: BatchHeader, config: LogConfig, now: int,
+                   tp: str, record_validator: RecordValidator | None) -> None:
+    """Kafka's record-level checks of a leader batch, run on the records only when the header
+    cannot settle them."""
+    check_timestamps = not _timestamps_proven(h, config, now)
+    if not check_timestamps and (not config.compact or h.is_control):
+        return
+    if record_validator is not None:
+        record_validator(view[pos : pos + h.size], h, config=config, now_ms=now,
+                         topic_partition=tp, check_timestamps=check_timestamps)
+    elif check_timestamps:
+        _check_header_timestamps(h, config, now, tp)
+
+
+def _timestamps_proven(h: BatchHeader, config: LogConfig, now: int) -> bool:
+    """Whether the header shows every record passing Kafka's timestamp rule, trusting its max
+    timestamp to be the records' maximum. Records lower than now - Long.MAX_VALUE, which only
+    Java's overflow makes Kafka refuse, are not looked for."""
+    lat_batch = h.attributes & TIMESTAMP_TYPE_BIT
+    if config.message_timestamp_type == "LogAppendTime":
+        return not lat_batch  # the broker stamps the batch, but a producer may not claim to
+    if lat_batch:  # every record reads the max timestamp
+        ts = h.max_timestamp
+        return ts != NO_TIMESTAMP and \
+            now - config.message_timestamp_before_max_ms <= ts <= \
+            now + config.message_timestamp_after_max_ms
+    # The base timestamp is the first record's, not the least: only an unbounded past proves
+    # the lower bound.
+    return config.message_timestamp_before_max_ms == LONG_MAX and \
+        h.max_timestamp <= now + config.message_timestamp_after_max_ms
+
+
+def _check_header_timestamps(h: BatchHeader, config: LogConfig, now: int, tp: str) -> None:
+    """Without record checks: Kafka's rule on the timestamps the header shows (first and max)."""
     batch_lat = h.timestamp_type is TimestampType.LOG_APPEND_TIME
     # Records of a LogAppendTime batch all read the batch's max timestamp.
     stamps = (h.max_timestamp,) if batch_lat else (h.base_timestamp, h.max_timestamp)

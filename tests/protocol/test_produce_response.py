@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,12 +15,15 @@ SPEC = spec_for(ApiKey.PRODUCE)
 assert SPEC is not None
 VERSIONS = range(SPEC.min_version, SPEC.topic_id_max_version + 1)
 
+record_errors = st.lists(st.tuples(st.integers(0, 2**31 - 1), st.none() | st.text(max_size=40)),
+                         max_size=3)
 partitions = st.builds(
     PartitionResult,
     index=st.integers(0, 2**31 - 1), error_code=st.integers(-1, 120),
     base_offset=st.integers(-1, 2**62), log_append_time=st.one_of(st.just(-1),
                                                                    st.integers(0, 2**42)),
-    log_start_offset=st.integers(-1, 2**62), error_message=st.none() | st.text(max_size=40))
+    log_start_offset=st.integers(-1, 2**62), error_message=st.none() | st.text(max_size=40),
+    record_errors=st.just(()) | record_errors)
 topics = st.lists(st.tuples(st.text(min_size=1, max_size=30), st.lists(partitions, max_size=4)),
                   max_size=4)
 
@@ -27,7 +31,9 @@ topics = st.lists(st.tuples(st.text(min_size=1, max_size=30), st.lists(partition
 def as_dict(results: list[tuple[str, list[PartitionResult]]], throttle: int) -> dict:
     return {"throttle_time": throttle, "responses": [
         {"name": name, "partition_responses": [
-            {**p._asdict(), "record_errors": []} for p in parts]}
+            {**p._asdict(), "record_errors": [
+                {"batch_index": index, "batch_index_error_message": message}
+                for index, message in p.record_errors]} for p in parts]}
         for name, parts in results]}
 
 
@@ -39,6 +45,22 @@ def test_equals_kio_encoding(version: int, results: list, throttle: int,
     expected = encode_response(correlation, build(SPEC.response_type(version),
                                                   as_dict(results, throttle)))
     assert encode_produce_response(correlation, version, results, throttle) == expected
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 8])
+def test_record_errors_equal_kio_encoding(version: int) -> None:
+    """A refused batch: two records named, one message null, beside a partition appended."""
+    refused = PartitionResult(1, 87, -1, -1, 4, "One or more records have been rejected",
+                              ((0, "no key"), (2, None)))
+    results = [("orders", [refused, PartitionResult(0, 0, 42, -1, 0, None)])]
+    expected = encode_response(7, build(SPEC.response_type(version), as_dict(results, 0)))
+    frame = encode_produce_response(7, version, results)
+    assert frame == expected
+    p = decode_response(frame[4:], ApiKey.PRODUCE, version)[1].responses[0].partition_responses[0]
+    assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == \
+        [(0, "no key"), (2, None)]
+    assert (p.error_code, p.error_message, p.log_start_offset) == \
+        (87, "One or more records have been rejected", 4)
 
 
 def test_decodes_back_with_kio() -> None:

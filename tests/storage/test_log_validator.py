@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from spark_log.records.batch_header import (
     CONTROL_BIT,
+    HEADER_SIZE,
     TIMESTAMP_TYPE_BIT,
     TimestampType,
     read_header,
     verify_crc,
+    write_crc,
 )
 from spark_log.records.errors import CorruptRecordError
 from spark_log.storage.append_info import AppendOrigin
@@ -21,6 +25,7 @@ from spark_log.storage.errors import (
 )
 from spark_log.storage.log_config import LogConfig
 from spark_log.storage.log_validator import validate_append
+from spark_log.storage.record_checks import validate_records
 
 from .batches import DEFAULT_TS, make_batch
 from .conftest import small_config
@@ -34,6 +39,11 @@ def validate(records: bytes, config: LogConfig | None = None,
     return validate_append(records, config=config or small_config(), origin=origin,
                            next_offset=next_offset, leader_epoch=7, now_ms=NOW,
                            topic_partition="t-0", **kw)  # type: ignore[arg-type]
+
+
+def reasons(exc: InvalidTimestampError) -> str:
+    """The refusal's message and those of its refused records."""
+    return "\n".join([str(exc), *(message or "" for _, message in exc.record_errors)])
 
 
 def written(result) -> bytes:  # type: ignore[no-untyped-def]
@@ -107,19 +117,64 @@ def test_size_limits() -> None:
         validate(make_batch(1, value_size=5000))
 
 
+BOUNDED = {"message.timestamp.before.max.ms": "1000", "message.timestamp.after.max.ms": "500"}
+
+
+@pytest.mark.parametrize("record_validator", [None, validate_records], ids=["header", "records"])
 @pytest.mark.parametrize("timestamps,ok", [
     ([NOW - 1000], True), ([NOW - 1001], False), ([NOW + 500], True), ([NOW + 501], False),
     ([NOW, NOW + 501], False), ([NOW - 1001, NOW], False), ([-1], True),
 ])
-def test_create_time_bounds(timestamps: list[int], ok: bool) -> None:
-    config = small_config(**{"message.timestamp.before.max.ms": "1000",
-                             "message.timestamp.after.max.ms": "500"})
+def test_create_time_bounds(timestamps: list[int], ok: bool, record_validator: object) -> None:
     batch = make_batch(len(timestamps), timestamps=timestamps)
     if ok:
-        validate(batch, config)
+        validate(batch, small_config(**BOUNDED), record_validator=record_validator)
     else:
-        with pytest.raises(InvalidTimestampError, match=r"within \[.*\]"):
-            validate(batch, config)
+        with pytest.raises(InvalidTimestampError) as refused:
+            validate(batch, small_config(**BOUNDED), record_validator=record_validator)
+        assert re.search(r"within \[.*\]", reasons(refused.value))
+
+
+def test_the_first_timestamp_is_not_the_least_so_records_are_checked() -> None:
+    batch = make_batch(3, timestamps=[NOW, NOW - 1001, NOW])  # header: first NOW, max NOW
+    validate(batch, small_config(**BOUNDED))  # what the header shows is in range
+    with pytest.raises(InvalidTimestampError) as refused:
+        validate(batch, small_config(**BOUNDED), record_validator=validate_records)
+    assert [e.batch_index for e in refused.value.record_errors] == [1]
+
+
+def undecodable(batch: bytes) -> bytes:
+    """`batch` with its header and CRC intact but records that cannot be decoded."""
+    out = bytearray(batch)
+    out[HEADER_SIZE:] = b"\xff" * (len(out) - HEADER_SIZE)
+    write_crc(out, 0, len(out))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("props,batch,decoded", [
+    ({}, make_batch(3, timestamps=[NOW - 10**12, NOW, NOW + 10**12]), False),
+    ({}, make_batch(2, timestamps=[NOW, NOW + 10**12 + 1]), True),
+    (BOUNDED, make_batch(2), True),
+    ({"cleanup.policy": "compact"}, make_batch(2), True),
+    ({"cleanup.policy": "compact"}, make_batch(1, attributes=CONTROL_BIT), False),
+    ({"message.timestamp.type": "LogAppendTime"}, make_batch(2, timestamp=NOW + 10**13), False),
+    ({"message.timestamp.type": "LogAppendTime"}, make_batch(2, attributes=TIMESTAMP_TYPE_BIT),
+     True),
+    (BOUNDED, make_batch(2, attributes=TIMESTAMP_TYPE_BIT, timestamps=[0, NOW + 500]), False),
+    ({}, make_batch(2, attributes=TIMESTAMP_TYPE_BIT, max_timestamp=-1), True),
+], ids=["default-config", "max-too-late", "bounded-past", "compacted", "compacted-control",
+        "log-append-time-topic", "claims-log-append-time", "log-append-time-batch-in-range",
+        "log-append-time-batch-without-timestamp"])
+def test_records_are_decoded_only_when_the_header_cannot_prove_the_batch(
+        props: dict[str, str], batch: bytes, decoded: bool) -> None:
+    records = undecodable(batch)
+    origin = AppendOrigin.COORDINATOR if read_header(batch).is_control else AppendOrigin.CLIENT
+    config = small_config(**props)  # message.timestamp.after.max.ms = 10**12
+    if decoded:
+        with pytest.raises(CorruptRecordError):
+            validate(records, config, origin=origin, record_validator=validate_records)
+    else:
+        validate(records, config, origin=origin, record_validator=validate_records)
 
 
 def test_producers_may_not_claim_log_append_time() -> None:
@@ -129,6 +184,12 @@ def test_producers_may_not_claim_log_append_time() -> None:
     with pytest.raises(InvalidTimestampError, match="LogAppendTime"):
         validate(make_batch(1, attributes=TIMESTAMP_TYPE_BIT, timestamp=-1))
     validate(make_batch(1, attributes=TIMESTAMP_TYPE_BIT))  # CreateTime topic, ts in range
+    for config in (lat_topic, small_config()):
+        with pytest.raises(InvalidTimestampError) as refused:
+            validate(make_batch(2, attributes=TIMESTAMP_TYPE_BIT, max_timestamp=-1), config,
+                     record_validator=validate_records)
+        assert [e.batch_index for e in refused.value.record_errors] == [0, 1]
+        assert "should not set timestamp type to LogAppendTime" in reasons(refused.value)
 
 
 def test_replication_keeps_offsets_and_checks_order() -> None:
@@ -145,18 +206,24 @@ def test_replication_keeps_offsets_and_checks_order() -> None:
     assert (e.value.first_offset, e.value.last_offset) == (30, 31)
 
 
-def test_record_validator_hook_sees_each_leader_batch() -> None:
+def test_record_validator_is_told_what_to_check() -> None:
     seen = []
 
-    def check(batch, header, *, config, now_ms):  # type: ignore[no-untyped-def]
-        seen.append((bytes(batch), header.records_count, config.compact, now_ms))
+    def check(batch, header, *, config, now_ms, topic_partition, check_timestamps):  # type: ignore[no-untyped-def]
+        seen.append((bytes(batch), config.compact, now_ms, topic_partition, check_timestamps))
         if header.records_count > 1:
             raise InvalidRecordError("Compacted topic cannot accept message without key")
 
     compacted = small_config(**{"cleanup.policy": "compact"})
     one = make_batch(1, key=None)
     validate(one, compacted, record_validator=check)
-    assert seen == [(one, 1, True, NOW)]
+    assert seen == [(one, True, NOW, "t-0", False)]
     with pytest.raises(InvalidRecordError, match="without key"):
         validate(make_batch(2, key=None), compacted, record_validator=check)
-
+    seen.clear()
+    validate(one, small_config(**BOUNDED), record_validator=check)
+    assert seen == [(one, False, NOW, "t-0", True)]
+    seen.clear()
+    validate(one, record_validator=check)  # nothing the header cannot settle
+    validate(one, origin=AppendOrigin.REPLICATION, next_offset=0, record_validator=check)
+    assert seen == []

@@ -1,9 +1,11 @@
 """Produce: append each partition's record batches and answer with their base offsets.
 
 Batches stay bytes end to end: storage validates headers and CRCs and patches offsets in place.
-An error in one partition (unknown partition, corrupt batch, too large) is that partition's
-answer alone. acks=0 gets no response, so — as Kafka does — a failed acks=0 produce closes the
-connection, the only way the producer can notice.
+An error in one partition (unknown partition, corrupt batch, too large, invalid records) is that
+partition's answer alone. A batch refused for some of its records (KIP-467) is answered as
+Kafka does: the error, the records' indexes and messages, the log start offset. acks=0 gets no
+response, so — as Kafka does — a failed acks=0 produce closes the connection, the only way the
+producer can notice.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from spark_log.protocol import ErrorCode, ProtocolError
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.produce_response import PartitionResult, encode_produce_response
+from spark_log.storage.errors import StorageError
 
 from ..errors import KafkaError, error_code_for, error_message_for
 from . import handles
@@ -54,8 +57,15 @@ def _append(broker: Any, topic: str, partition: int, records: Any,
     except Exception as exc:
         if broker.topics.metadata.get(topic) is not None:  # as Kafka: no series for unknown
             broker.metrics.record_failed_produce(topic)
-        return PartitionResult(partition, error_code_for(exc), -1, -1, -1,
-                               error_message_for(exc))
+        return _refused(broker, topic, partition, exc)
     broker.metrics.record_produce(topic, result.size_bytes, result.record_count)
     return PartitionResult(partition, ErrorCode.none, result.first_offset,
                            result.log_append_time, result.log_start_offset, None)
+
+
+def _refused(broker: Any, topic: str, partition: int, exc: Exception) -> PartitionResult:
+    record_errors = exc.record_errors if isinstance(exc, StorageError) else ()
+    # Kafka's answer to records refused by validation carries the partition's log start offset
+    log_start = broker.replicas.log(topic, partition).log_start_offset if record_errors else -1
+    return PartitionResult(partition, error_code_for(exc), -1, -1, log_start,
+                           error_message_for(exc), record_errors)
