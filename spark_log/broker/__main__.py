@@ -7,6 +7,8 @@ import asyncio
 import logging
 import sys
 
+from spark_log.storage.errors import StorageError
+
 from .broker import run_until_signalled
 from .broker_config import ConfigError
 from .launch_options import add_broker_arguments, config_from_arguments
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         logging.getLogger("spark_log.broker").error("%s", e)
         return 2
-    except OSError as e:
+    except (OSError, StorageError) as e:
         logging.getLogger("spark_log.broker").error("cannot start the broker: %s", e)
         return 1
 

@@ -43,7 +43,7 @@ from .metrics import BrokerMetrics
 from .producer_id_manager import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .topic_manager import TopicManager
-from .topic_metadata import TopicMetadata, write_atomically
+from .topic_metadata import INTERNAL_TOPICS, TopicMetadata, write_atomically
 from .transaction_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class Broker:
                                topic_configs=self.topics.all_log_configs(),
                                record_search=RECORD_TIMESTAMP_SEARCH,
                                record_validator=validate_records,
-                               new_dir=identity.created)
+                               new_dir=identity.created, checked_at_start=INTERNAL_TOPICS)
         self.topics.attach(self.logs)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.replicas = ReplicaManager(self.logs, self.node_id)
@@ -206,6 +206,8 @@ class Broker:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_ms / 1000)
+                if self.logs.failure.failed:
+                    continue  # an offline data directory: nothing to flush, retain or expire
                 try:
                     result = work()
                     if result is not None:

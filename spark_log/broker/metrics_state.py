@@ -1,6 +1,7 @@
 """Scrape-time gauges of a broker's state, for `BrokerMetrics.add_state`: log size, start and
 end offsets per partition, under-replicated partitions per topic, consumer group committed
-offsets and lag per partition, open transactions and active connections.
+offsets and lag per partition, open transactions, active connections and offline log
+directories.
 
 Read from the broker's own structures when Prometheus scrapes, on the event loop that serves
 `/metrics` (see `metrics_server`), so nothing is computed on the produce and fetch paths and no
@@ -35,6 +36,9 @@ def broker_state_metrics(broker: Broker) -> Iterable[GaugeMetricFamily]:
     yield _open_transactions(broker)
     yield GaugeMetricFamily("spark_log_active_connections", "Open client connections.",
                             value=broker.connection_count)
+    yield GaugeMetricFamily("spark_log_offline_log_directories", "Log directories taken "
+                            "offline by a storage error (their partitions are unavailable).",
+                            value=int(broker.logs.failure.failed))
 
 
 def _log_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
@@ -44,7 +48,8 @@ def _log_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
                               labels=_PARTITION)
     end = GaugeMetricFamily("spark_log_log_end_offset", "Offset after a partition's last "
                             "record.", labels=_PARTITION)
-    for log in broker.logs.logs():
+    logs = [] if broker.logs.failure.failed else broker.logs.logs()  # offline: none readable
+    for log in logs:
         labels = [log.topic, str(log.partition)]
         size.add_metric(labels, log.size_bytes)
         start.add_metric(labels, log.log_start_offset)
@@ -78,7 +83,7 @@ def _group_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
             log = broker.logs.get(topic, partition)
             labels = [group_id, topic, str(partition)]
             committed.add_metric(labels, entry.offset)
-            if log is not None:
+            if log is not None and not log.failed:
                 lag.add_metric(labels, max(0, log.high_watermark - entry.offset))
     yield from (committed, lag)
 

@@ -64,6 +64,8 @@ class CheckpointFile:
                 text = f.read()
         except FileNotFoundError:
             return []
+        except UnicodeDecodeError as e:
+            raise CorruptCheckpointError(f"{self.path}: not text ({e})") from None
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -108,5 +110,12 @@ class OffsetCheckpointFile:
         self.file.write_lines([f"{t} {p} {o}" for (t, p), o in sorted(items)])
 
     def read(self) -> dict[TopicPartition, int]:
-        entries = self.file.read_lines(lambda f: ((f[0], int(f[1])), int(f[2])), 3)
+        entries = self.file.read_lines(_offset_entry, 3)
         return dict(entries)
+
+
+def _offset_entry(fields: list[str]) -> tuple[TopicPartition, int]:
+    partition, offset = int(fields[1]), int(fields[2])
+    if partition < 0 or offset < 0:
+        raise ValueError("negative partition or offset")
+    return (fields[0], partition), offset

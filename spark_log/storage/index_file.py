@@ -1,10 +1,11 @@
 """What offset and time indexes share: a memory-mapped file of fixed-size entries, opened lazily.
 
-Kafka's AbstractIndex + LazyIndex. An index is created preallocated to segment.index.bytes
-(rounded down to whole entries) while its segment is active, and trimmed to its entries when
-the segment is rolled or closed, so a trimmed file's size tells its entry count. Nothing is
-opened or read until the first lookup or append, so opening a log with many segments costs no
-index I/O. Lookups are binary searches for the largest entry whose key is <= the target.
+Kafka's AbstractIndex + LazyIndex. An index is created preallocated (sparse) to
+segment.index.bytes (rounded down to whole entries) while its segment is active, and trimmed to
+its entries when the segment is rolled or closed, so a trimmed file's size tells its entry
+count. Nothing is opened or read until the first lookup or append, so opening a log with many
+segments costs no index I/O. Lookups are binary searches for the largest entry whose key is <=
+the target.
 """
 
 from __future__ import annotations
@@ -142,7 +143,10 @@ class IndexFile:
         if self._entries >= self._length // self.ENTRY.size:
             raise CorruptIndexError(f"attempt to append to a full index {self.path} "
                                     f"({self._entries} entries)")
-        self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, *fields)  # type: ignore
+        # Written with pwrite, read through the map: a full disk is then an OSError here, not
+        # a SIGBUS when the kernel cannot back a page of the (sparse) file the map touches.
+        self.fs.write_fully(self._fd, [self.ENTRY.pack(*fields)],  # type: ignore[arg-type]
+                            self._entries * self.ENTRY.size)
         self._entries += 1
 
     def raw_entries(self) -> Iterator[tuple]:

@@ -9,6 +9,8 @@ uses `epoch_for_offset` and `latest_epoch`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from itertools import pairwise
 from typing import NamedTuple
 
 from .checkpoint import CheckpointFile, CorruptCheckpointError
@@ -34,13 +36,16 @@ class LeaderEpochCache:
 
     def __init__(self, path: str, fs: FileSystem = DEFAULT_FS) -> None:
         self._file = CheckpointFile(path, fs)
+        self.damaged = False  # the file did not parse: its owner rebuilds it from the log
         try:
             entries = self._file.read_lines(lambda f: EpochEntry(int(f[0]), int(f[1])), 2)
+            _check_increasing(entries)
         except CorruptCheckpointError as e:
-            log.warning("Ignoring corrupt leader epoch checkpoint (%s); replication will "
-                        "rebuild it", e)
+            log.warning("Ignoring damaged leader epoch checkpoint (%s); rebuilding it from the "
+                        "log", e)
             entries = []
-        self._entries: list[EpochEntry] = sorted(entries)
+            self.damaged = True
+        self._entries: list[EpochEntry] = entries
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -115,5 +120,25 @@ class LeaderEpochCache:
             self._entries = []
             self._write()
 
+    def rebuild(self, epochs: Iterable[tuple[int, int]]) -> None:
+        """Replace every entry by those of (epoch, base offset) of the log's batches, in offset
+        order, and write the file."""
+        self._entries = []
+        for epoch, offset in epochs:
+            latest = self.latest_epoch()
+            if epoch >= 0 and (latest is None or epoch > latest):
+                self._entries.append(EpochEntry(epoch, offset))
+        self._write()
+        self.damaged = False
+
     def _write(self) -> None:
         self._file.write_lines([f"{e.epoch} {e.start_offset}" for e in self._entries])
+
+
+def _check_increasing(entries: list[EpochEntry]) -> None:
+    for before, after in pairwise(entries):
+        if not (before.epoch < after.epoch and before.start_offset < after.start_offset):
+            raise CorruptCheckpointError(f"entries {tuple(before)} and {tuple(after)} do not "
+                                         f"both increase")
+    if any(e.epoch < 0 or e.start_offset < 0 for e in entries):
+        raise CorruptCheckpointError("a negative epoch or start offset")

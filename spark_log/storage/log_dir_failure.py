@@ -1,4 +1,5 @@
-"""The failed state of a data directory: the first I/O error takes every log in it offline.
+"""The failed state of a data directory: the first I/O error, or a batch found damaged by a read,
+takes every log in it offline.
 
 Kafka's LogDirFailureChannel: an I/O error in any log marks the whole directory offline, since
 the disk under it can no longer be trusted. Storage never retries a failed write or fsync (after
@@ -9,7 +10,7 @@ hide lost data); the broker must restart, and recovery then truncates whatever i
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .errors import KafkaStorageError
@@ -23,6 +24,8 @@ class LogDirFailure:
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
         self.error: KafkaStorageError | None = None
+        # Called once, on the first failure (the log manager saves the recovery points).
+        self.on_failure: list[Callable[[], None]] = []
 
     @property
     def failed(self) -> bool:
@@ -42,10 +45,15 @@ class LogDirFailure:
         except OSError as e:
             raise self.fail(action, e) from e
 
-    def fail(self, action: str, cause: OSError) -> KafkaStorageError:
+    def fail(self, action: str, cause: Exception) -> KafkaStorageError:
+        """Take the directory offline (an I/O error, or a batch found damaged); returns the
+        error to raise."""
         error = KafkaStorageError(f"error while {action}: {cause}")
         if self.error is None:
             self.error = error
-            log.error("Log directory %s is offline after an error while %s: %s",
-                      self.data_dir, action, cause)
+            log.error("Log directory %s is offline after an error while %s: %s; its partitions "
+                      "answer KAFKA_STORAGE_ERROR until the broker is restarted", self.data_dir,
+                      action, cause)
+            for hook in self.on_failure:
+                hook()
         return error

@@ -73,11 +73,15 @@ class LogManager:
                  clock: Clock = SYSTEM_CLOCK, fs: FileSystem = DEFAULT_FS,
                  record_search: RecordSearch = HEADER_ONLY,
                  record_validator: RecordValidator | None = None,
-                 new_dir: bool = False) -> None:
+                 new_dir: bool = False, checked_at_start: frozenset[str] = frozenset()) -> None:
         self.data_dir = os.path.abspath(data_dir)
+        # Topics whose every batch is checked at each start, as after a crash: the
+        # coordinators' state, which a damaged batch found later would take offline whole.
+        self._checked_at_start = checked_at_start
         self.default_config = default_config
         self.clock, self.fs = clock, fs
         self.failure = LogDirFailure(self.data_dir)
+        self.failure.on_failure.append(self._save_recovery_points)
         self._record_search, self._record_validator = record_search, record_validator
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -131,14 +135,17 @@ class LogManager:
             if tp is None or name.endswith(_OTHER_DIR_SUFFIXES):
                 log.warning("Skipping %s: not a partition directory", path)
                 continue
+            check_all = tp[0] in self._checked_at_start
             self._logs[tp] = self._open(tp, self.topic_config(tp[0]),
-                                        recovery_point=recovery.get(tp, 0),
+                                        recovery_point=0 if check_all else recovery.get(tp, 0),
                                         log_start_offset=starts.get(tp, 0),
-                                        high_watermark=watermarks.get(tp, 0))
+                                        high_watermark=watermarks.get(tp, 0),
+                                        clean=self.had_clean_shutdown and not check_all)
 
-    def _open(self, tp: TopicPartition, config: LogConfig, **offsets: int) -> PartitionLog:
+    def _open(self, tp: TopicPartition, config: LogConfig, clean: bool = False,
+              **offsets: int) -> PartitionLog:
         return PartitionLog(self.data_dir, tp[0], tp[1], config, clock=self.clock, fs=self.fs,
-                            failure=self.failure, had_clean_shutdown=self.had_clean_shutdown,
+                            failure=self.failure, had_clean_shutdown=clean,
                             record_search=self._record_search,
                             record_validator=self._record_validator, **offsets)
 
@@ -167,7 +174,8 @@ class LogManager:
         self.failure.check()
         if config is not None:
             self._topic_configs[topic] = config
-        created = self._open((topic, partition), self.topic_config(topic))
+        created = self._open((topic, partition), self.topic_config(topic),
+                             clean=self.had_clean_shutdown)
         self._logs[(topic, partition)] = created
         return created
 
@@ -213,6 +221,15 @@ class LogManager:
             self._recovery_file.write({tp: o[0] for tp, o in offsets.items()})
             self._start_file.write({tp: o[1] for tp, o in offsets.items()})
             self._hw_file.write({tp: o[2] for tp, o in offsets.items()})
+
+    def _save_recovery_points(self) -> None:
+        """On the directory's failure: write the recovery points as they are (a log found
+        damaged has lowered its own), so the next start recovers from there. Best effort: the
+        disk may be what failed."""
+        try:
+            self._recovery_file.write({tp: lg.recovery_point for tp, lg in self._logs.items()})
+        except OSError as e:
+            log.error("Could not save the recovery points in %s: %s", self.data_dir, e)
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, write the checkpoints, then the

@@ -13,8 +13,11 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from spark_log.records.batch_header import BatchHeader
+from spark_log.records.errors import CorruptRecordError
 
 from ..clock import SYSTEM_CLOCK, Clock
 from .append_info import AppendInfo, AppendOrigin
@@ -39,13 +42,14 @@ from .retention import (
     over_retention_bytes,
     past_retention_ms,
 )
-from .segment import Segment
+from .segment import DamagedSegmentError, Segment
 from .timestamp_search import HEADER_ONLY, RecordSearch, TimestampAndOffset
 from .transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
 DELETE_DIR_SUFFIX = "-delete"
+T = TypeVar("T")
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -101,7 +105,9 @@ class PartitionLog:
             self._producers = PartitionProducers(self.dir, self.name, self._local, clock)
             if loaded.recovered:  # now, before the recovery point can pass the txn indexes
                 self._producers.load(loaded.recovered_from)
-            if loaded.recovered:
+            if self.leader_epoch_cache.damaged:
+                self._rebuild_leader_epochs()
+            elif loaded.recovered:
                 self.leader_epoch_cache.truncate_from_end(self._local.log_end_offset)
                 self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
             if self._log_start_offset > loaded.segments[0].base_offset and \
@@ -258,19 +264,36 @@ class PartitionLog:
                     f"only have log segments in the range {start} to {end}.")
             if offset == end or (max_offset is not None and offset >= max_offset):
                 return EMPTY_SLICE
-            return self._local.read(offset, max_bytes, max_offset, min_one_batch)
+            return self._checked(
+                lambda: self._local.read(offset, max_bytes, max_offset, min_one_batch))
+
+    def _checked(self, read: Callable[[], T]) -> T:
+        """Run a read that checks the batches it reaches. A batch that fails may only be an
+        index entry pointing into a batch: the segment's indexes are rebuilt and the read runs
+        once more. If it fails again the log is damaged: the recovery point drops to that
+        segment (so the next start recovers it) and the data directory goes offline."""
+        try:
+            return read()
+        except DamagedSegmentError as e:
+            log.warning("%s; rebuilding the indexes of that segment and reading again", e)
+            e.segment.rebuild_indexes()
+        try:
+            return read()
+        except DamagedSegmentError as e:
+            self._local.recovery_point = min(self._local.recovery_point, e.segment.base_offset)
+            raise self.failure.fail(f"reading {self.name}", e) from e
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """First record with timestamp >= `timestamp` at or after the log start offset."""
         with self.failure.guard(f"searching {self.name} by timestamp"):
-            return self.offsets.for_timestamp(timestamp)
+            return self._checked(lambda: self.offsets.for_timestamp(timestamp))
 
     def list_offset(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: -2 earliest, -1 latest (the log end offset; the broker caps it at the
         high watermark or LSO), -3 max timestamp, -4 earliest local, -5 latest tiered, else the
         first record at or after the timestamp (None if there is none)."""
         with self.failure.guard(f"listing offsets of {self.name}"):
-            return self.offsets.list_offset(timestamp)
+            return self._checked(lambda: self.offsets.list_offset(timestamp))
 
     # ---- removing data ------------------------------------------------------------------
 
@@ -408,6 +431,21 @@ class PartitionLog:
             self.fs.rename(self.dir, doomed)
             self.fs.fsync_dir(parent)
             self.fs.remove_tree(doomed)
+
+    def _rebuild_leader_epochs(self) -> None:
+        """The leader-epoch-checkpoint did not parse: learn the epochs again from every batch
+        header (up to any damage, which reads will find)."""
+        def epochs() -> Iterator[tuple[int, int]]:
+            for segment in self._local.segments:
+                try:
+                    for _, header in segment.log.batches():
+                        yield header.partition_leader_epoch, header.base_offset
+                except CorruptRecordError:
+                    return
+        self.leader_epoch_cache.rebuild(epochs())
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        log.info("%s: rebuilt the leader epoch checkpoint from the log: %s", self.name,
+                 self.leader_epoch_cache.entries)
 
     def _recover_epoch(self, header: BatchHeader) -> None:
         epoch = header.partition_leader_epoch

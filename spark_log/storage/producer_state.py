@@ -174,8 +174,8 @@ class ProducerStateManager:
             try:
                 entries = read_snapshot(self.dir, offset)
             except (OSError, CorruptSnapshotError) as e:
-                log.warning("%s: deleting unreadable producer snapshot at %d: %s", self.name,
-                            offset, e)
+                log.warning("%s: deleting unreadable producer snapshot at %d (%s); the state is "
+                            "rebuilt from an older one or the log", self.name, offset, e)
                 self._delete_snapshot(offset)
                 continue
             self._reset(offset)

@@ -1,8 +1,11 @@
 """Rebuilding a partition's producer state when its log opens (Kafka's rebuildProducerState),
 and with it the transaction indexes of segments that recovery rewrote.
 
-* Clean shutdown: the snapshot taken at close is at the log end, so nothing is replayed. A log
-  from before snapshots existed (clean, none found) starts with an empty state, as Kafka does.
+* Clean shutdown: the snapshot taken at close is at the log end, so nothing is replayed. Every
+  roll and every clean close writes a snapshot, so a log without one lost it (deleted, or
+  damaged and dropped): the whole log is replayed. (Kafka assumes an empty state there, for
+  logs older than snapshots; with it, a transaction left open would no longer hold back
+  read_committed consumers.)
 * Unclean shutdown: snapshots above the recovered log end are deleted; the newest one at or
   below the first recovered segment is loaded, and every batch after it is replayed, headers
   only (control batches are decoded for their marker). Aborted transactions whose markers lie
@@ -36,9 +39,6 @@ def rebuild_producer_state(manager: ProducerStateManager, segments: Sequence[Seg
     limit = log_end if recovered_from is None else min(recovered_from, log_end)
     start = manager.load_latest_snapshot(limit, now_ms, max_idle_ms)
     if start < 0:
-        if recovered_from is None:  # clean, no snapshot: nothing to learn (Kafka's shortcut)
-            manager.map_end_offset = log_end
-            return 0
         start = segments[0].base_offset if segments else log_end
         manager.map_end_offset = start
     index_from = log_end if recovered_from is None else recovered_from

@@ -12,11 +12,13 @@ import logging
 import os
 import random
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
-from spark_log.records.batch_header import BatchHeader, iter_headers, verify_crc
+from spark_log.records.batch_header import BatchHeader, iter_headers, read_header, verify_crc
 from spark_log.records.errors import CorruptRecordError
 
 from ..clock import Clock
+from .batch_check import CheckedRanges, check_batches
 from .errors import CorruptIndexError
 from .file_records import FetchSlice, FileRecords
 from .filesystem import DEFAULT_FS, Buffer, FileSystem
@@ -35,6 +37,21 @@ CLEANED_SUFFIX, SWAP_SUFFIX = ".cleaned", ".swap"  # a cleaned segment before an
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+def damaged_file_name(base_offset: int, now_ms: int) -> str:
+    """Where recovery keeps bytes it cut that still hold whole batches: not a segment name (the
+    loader ignores it), but a .log that `spark-log dump-log` reads."""
+    return f"{base_offset:020d}.damaged-{now_ms}.log"
+
+
+class DamagedSegmentError(CorruptRecordError):
+    """A batch of `segment` failed its check while being read: the log cannot be trusted from
+    there on."""
+
+    def __init__(self, segment: Segment, cause: CorruptRecordError) -> None:
+        super().__init__(f"{segment.log.path}: {cause}")
+        self.segment = segment
 
 
 class Segment:
@@ -73,6 +90,7 @@ class Segment:
         self._rolling_ts: int | None = None  # first batch's max timestamp, loaded lazily
         self._max_ts: TimestampOffset | None = None  # loaded lazily from the time index
         self._bytes_since_index = 0
+        self.checked = CheckedRanges()  # bytes of the .log whose batches passed their check
         if create:
             self._offset_index.load()
             self._time_index.load()
@@ -143,6 +161,7 @@ class Segment:
         if self.log.size == 0:
             self._rolling_ts = max(h.max_timestamp for h in headers)
         position = self.log.append(buffers)
+        self.checked.add(position, self.log.size)  # validated before the append
         interval = self._config.index_interval_bytes
         since = self._bytes_since_index
         for h in headers:  # per batch, never per record
@@ -206,16 +225,27 @@ class Segment:
         index.interval.bytes of batch headers however large the read."""
         if max_bytes < 0:
             raise ValueError(f"invalid max bytes {max_bytes} for a read of {self.log.path}")
-        found = self.translate_offset(start_offset)
-        if found is None:
-            return None
-        start, first = found
-        limit = max(max_bytes, first.size) if min_one_batch else max_bytes
-        stop = start + limit
-        size = self.log.size
-        if stop >= size and end_offset is not None and (max_offset is None or
-                                                        max_offset >= end_offset):
-            return self.log.slice(start, size - start)
+        try:
+            found = self.translate_offset(start_offset)
+            if found is None:
+                return None
+            start, first = found
+            limit = max(max_bytes, first.size) if min_one_batch else max_bytes
+            stop = start + limit
+            size = self.log.size
+            if stop >= size and end_offset is not None and (max_offset is None or
+                                                            max_offset >= end_offset):
+                end = size
+            else:
+                end = self._read_end(start, stop, max_offset)
+            self.check(start, end, end_offset)
+        except DamagedSegmentError:
+            raise
+        except CorruptRecordError as e:
+            raise DamagedSegmentError(self, e) from e
+        return self.log.slice(start, end - start)
+
+    def _read_end(self, start: int, stop: int, max_offset: int | None) -> int:
         end = self._walk_from(start, stop, max_offset)
         for pos, header in self.log.batches(end):
             if max_offset is not None and header.base_offset >= max_offset:
@@ -223,7 +253,45 @@ class Segment:
             if pos + header.size > stop:
                 break
             end = pos + header.size
-        return self.log.slice(start, end - start)
+        return end
+
+    def check(self, start: int, end: int, limit_offset: int | None = None) -> None:
+        """Check the batches in bytes [start, end) that no one has checked since the segment
+        was opened (see `batch_check`); raises DamagedSegmentError at the first bad one."""
+        gaps = self.checked.gaps(start, end)
+        if not gaps:
+            return
+        mm = self.log.map()
+        try:
+            for a, b in gaps:
+                check_batches(mm, a, b, base_offset=self.base_offset,  # type: ignore[arg-type]
+                              limit_offset=limit_offset)
+                self.checked.add(a, b)
+        except CorruptRecordError as e:
+            raise DamagedSegmentError(self, e) from e
+        finally:
+            del mm
+
+    def check_tail(self) -> int | str:
+        """Start-up's check of the active segment after a clean shutdown (its tail is read for
+        the log end offset anyway): the first batch, and every batch from the last offset
+        index entry to the end. The offset after the last batch, or the problem found."""
+        size = self.log.size
+        if size == 0:
+            return self.base_offset
+        mm = self.log.map()
+        try:
+            tail = self.offset_index.last_entry().position
+            first_end = read_header(mm, 0).size  # type: ignore[arg-type]
+            check_batches(mm, 0, first_end, base_offset=self.base_offset)  # type: ignore
+            last = check_batches(mm, tail, size, base_offset=self.base_offset)  # type: ignore
+        except (CorruptRecordError, CorruptIndexError) as e:
+            return f"{self.log.path}: {e}"
+        finally:
+            del mm
+        self.checked.add(0, first_end)
+        self.checked.add(tail, size)
+        return self.base_offset if last is None else last.next_offset
 
     def _walk_from(self, start: int, stop: int, max_offset: int | None) -> int:
         """A batch position in [start, stop] from which a forward walk finds the read's end:
@@ -237,6 +305,17 @@ class Segment:
                 return start
             entry = bounded
         return entry.position
+
+    def last_offset_readable(self) -> int:
+        """The last offset of the batches a header walk from the start can read (the base
+        offset - 1 if none): for a segment about to be dropped, whose indexes are not trusted."""
+        last = self.base_offset - 1
+        try:
+            for _, header in self.log.batches():
+                last = header.last_offset
+        except CorruptRecordError:
+            pass
+        return last
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when empty)."""
@@ -262,43 +341,96 @@ class Segment:
                                  search: RecordSearch) -> TimestampAndOffset | None:
         entry = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
-        for pos, header in self.log.batches(position):
-            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
-                found = search.first_at_or_after(self.log.read(pos, header.size), header,
-                                                 timestamp, starting_offset)
-                if found is not None:
-                    return TimestampAndOffset(found[1], found[0], _epoch(header))
+        try:
+            for pos, header in self.log.batches(position):
+                if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
+                    self.check(pos, pos + header.size)
+                    found = search.first_at_or_after(self.log.read(pos, header.size), header,
+                                                     timestamp, starting_offset)
+                    if found is not None:
+                        return TimestampAndOffset(found[1], found[0], _epoch(header))
+        except DamagedSegmentError:
+            raise
+        except CorruptRecordError as e:
+            raise DamagedSegmentError(self, e) from e
         return None
 
     def offset_of_max_timestamp(self, search: RecordSearch) -> TimestampAndOffset | None:
         target = self.max_timestamp_so_far()
         if target.timestamp == NO_TIMESTAMP:
             return None
-        for pos, header in self.log.batches(self.offset_index.lookup(target.offset).position):
-            if header.max_timestamp == target.timestamp:
-                offset = search.offset_of_max_timestamp(self.log.read(pos, header.size), header)
-                return TimestampAndOffset(header.max_timestamp, offset, _epoch(header))
+        try:
+            for pos, header in self.log.batches(
+                    self.offset_index.lookup(target.offset).position):
+                if header.max_timestamp == target.timestamp:
+                    self.check(pos, pos + header.size)
+                    offset = search.offset_of_max_timestamp(self.log.read(pos, header.size),
+                                                            header)
+                    return TimestampAndOffset(header.max_timestamp, offset, _epoch(header))
+        except DamagedSegmentError:
+            raise
+        except CorruptRecordError as e:
+            raise DamagedSegmentError(self, e) from e
         return None
 
     # ---- recovery and truncation --------------------------------------------------------
 
-    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
-        """Check every batch (size, magic, CRC, offsets), cut a torn or garbage tail, rebuild
-        the indexes; returns the number of bytes truncated."""
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None,
+                limit_offset: int | None = None) -> Damage | None:
+        """Check every batch (size, magic, CRC, offsets increasing, inside the segment and below
+        `limit_offset`, the next segment's base) and rebuild the indexes from the valid ones.
+        Returns where the first invalid byte lies, or None if the whole file is valid; the
+        caller cuts it there (`cut`), keeping the bytes or not."""
         self.txn_index.reset()  # rebuilt with the producer state
-        valid = self._rebuild(verify=True, on_batch=on_batch)
-        self.log.size = valid
-        return self.log.truncate_to(valid) if os.path.getsize(self.log.path) != valid else 0
+        valid, next_offset, problem = self._rebuild(verify=True, on_batch=on_batch,
+                                                    limit_offset=limit_offset)
+        self.checked.clear()
+        self.checked.add(0, valid)
+        if problem is None:
+            return None
+        whole, last_offset = False, None
+        mm = self.log.map()
+        try:
+            header = read_header(mm, valid)  # type: ignore[arg-type]
+            whole, last_offset = True, header.last_offset
+        except CorruptRecordError:
+            pass  # a torn write or garbage: no batch to speak of
+        del mm
+        return Damage(valid, next_offset, problem, whole, last_offset)
+
+    def cut(self, position: int, keep_path: str | None) -> int:
+        """Truncate the .log to `position` after copying the bytes cut to `keep_path` (if
+        given, fsynced); returns the number of bytes cut."""
+        file_size = os.fstat(self.log.fd).st_size
+        if keep_path is not None:
+            fd = self.fs.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            try:
+                done = 0
+                while position + done < file_size:
+                    chunk = os.pread(self.log.fd, min(1 << 20, file_size - position - done),
+                                     position + done)
+                    if not chunk:
+                        break
+                    self.fs.write_fully(fd, [chunk], done)
+                    done += len(chunk)
+                self.fs.fsync(fd)
+            finally:
+                self.fs.close(fd)
+        self.log.size = position
+        self.checked.truncate(position)
+        return self.log.truncate_to(position) if file_size != position else 0
 
     def rebuild_indexes(self) -> None:
         """Rebuild both indexes by walking the batch headers (no truncation)."""
-        valid = self._rebuild(verify=False)
-        if valid < self.size:
-            log.warning("%s has invalid data at byte %d; reads past it will fail",
-                        self.log.path, valid)
+        valid, _, problem = self._rebuild(verify=False)
+        if problem is not None:
+            log.warning("%s has invalid data at byte %d (%s); reads past it will fail",
+                        self.log.path, valid, problem)
 
-    def _rebuild(self, *, verify: bool, on_batch: Callable[[BatchHeader], None] | None = None
-                 ) -> int:
+    def _rebuild(self, *, verify: bool, on_batch: Callable[[BatchHeader], None] | None = None,
+                 limit_offset: int | None = None) -> tuple[int, int, str | None]:
+        """Index every batch from the start; returns the bytes of valid batches, the offset
+        after them, and what stopped the walk (None: the end of the file)."""
         oi, ti = self._offset_index, self._time_index
         for index in (oi, ti):
             index.load()
@@ -308,15 +440,14 @@ class Segment:
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         valid = last_entry_at = 0
         next_offset = self.base_offset
+        problem = None
         mm = self.log.map()
         try:
             end = None if verify else self.log.size  # recovery also walks a torn tail
             for pos, h in iter_headers(mm, 0, end) if mm is not None else ():
                 if verify:
                     verify_crc(mm, pos, h)  # type: ignore[arg-type]
-                if h.base_offset < next_offset or not oi.can_append_offset(h.last_offset):
-                    raise CorruptRecordError(f"batch at byte {pos}: offset {h.base_offset} is "
-                                             f"out of order or outside the segment")
+                _check_offsets(pos, h, next_offset, limit_offset, oi)
                 if h.max_timestamp > max_ts.timestamp:
                     max_ts = TimestampOffset(h.max_timestamp, h.last_offset)
                 if pos - last_entry_at > self._config.index_interval_bytes:
@@ -327,14 +458,14 @@ class Segment:
                     on_batch(h)
                 valid, next_offset = pos + h.size, h.next_offset
         except CorruptRecordError as e:
-            log.warning("Found invalid data in %s at byte %d: %s", self.log.path, valid, e)
+            problem = str(e)
         del mm
         ti.maybe_append(*max_ts, skip_full_check=True)
         self._max_ts = max_ts
         self._rolling_ts = None
         for index in (oi, ti):
             index.set_writable(self._active)
-        return valid
+        return valid, next_offset, problem
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch that ends at or after `offset` (the whole batch holding it);
@@ -345,6 +476,7 @@ class Segment:
         self.txn_index.truncate_to(offset)
         self.set_active(True)
         removed = self.log.truncate_to(found[0]) if found is not None else 0
+        self.checked.truncate(self.log.size)
         if self.size == 0:
             self.created_ms = self.clock.now_ms()
             self._rolling_ts = None
@@ -424,6 +556,15 @@ class Segment:
             else:  # never touch the live name again: a new segment may take it
                 f.path += DELETED_SUFFIX
 
+    def keep_log_as(self, path: str) -> None:
+        """Leave the log: its .log is renamed to `path` (kept for whoever wants its data), its
+        indexes deleted. The caller fsyncs the directory."""
+        self.log.rename(path)
+        self.log.close()
+        self._offset_index.delete_file()
+        self._time_index.delete_file()
+        self.txn_index.delete_file()
+
     def delete_files(self) -> None:
         self.log.delete()
         self._offset_index.delete_file()
@@ -432,6 +573,26 @@ class Segment:
 
     def __repr__(self) -> str:
         return f"Segment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"
+
+
+class Damage(NamedTuple):
+    """Where recovery found a segment's first invalid byte, and what lies there."""
+
+    position: int  # bytes before it are whole valid batches
+    next_offset: int  # the offset after those batches
+    reason: str
+    whole_batch: bool  # a whole batch failed its CRC or offset check: data, not a torn write
+    last_offset: int | None  # the last offset that batch claims, when its header reads
+
+
+def _check_offsets(pos: int, h: BatchHeader, next_offset: int, limit_offset: int | None,
+                   index: OffsetIndex) -> None:
+    if h.base_offset < next_offset or not index.can_append_offset(h.last_offset):
+        raise CorruptRecordError(f"batch at byte {pos}: offset {h.base_offset} is out of "
+                                 f"order or outside the segment")
+    if limit_offset is not None and h.last_offset >= limit_offset:
+        raise CorruptRecordError(f"batch at byte {pos}: last offset {h.last_offset} is not "
+                                 f"below the next segment's base offset {limit_offset}")
 
 
 def _epoch(header: BatchHeader) -> int | None:

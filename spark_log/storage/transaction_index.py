@@ -92,8 +92,38 @@ class TransactionIndex:
         return found, False
 
     def reset(self) -> None:
-        """Forget every entry (recovery rebuilds them)."""
-        self.truncate_to(-1)
+        """Forget every entry, whatever the file holds (recovery rebuilds them)."""
+        self._entries = []
+        if self._fd is None and not os.path.exists(self.path):
+            return
+        fd = self._fd if self._fd is not None else self.fs.open(self.path, os.O_WRONLY)
+        try:
+            self.fs.truncate(fd, 0)
+        finally:
+            if fd != self._fd:
+                self.fs.close(fd)
+
+    def problem(self, base_offset: int, limit_offset: int | None) -> str | None:
+        """Why the file cannot be trusted, read afresh: a torn entry, an unknown version,
+        entries out of order or outside the segment [base_offset, limit_offset). None when it
+        is sound or absent."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        if len(data) % _ENTRY.size:
+            return f"{self.path}: size {len(data)} is not a multiple of {_ENTRY.size}"
+        previous = base_offset - 1
+        for n, (version, _, first, last, lso) in enumerate(_ENTRY.iter_unpack(data)):
+            if version != _VERSION:
+                return f"{self.path}: entry {n} has unknown version {version}"
+            if not first <= last or last <= previous or lso < 0 or \
+                    (limit_offset is not None and last >= limit_offset):
+                return (f"{self.path}: entry {n} (first offset {first}, last offset {last}) is "
+                        f"out of order or outside the segment")
+            previous = last
+        return None
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose marker is at or after `offset`."""

@@ -6,6 +6,8 @@ need well-formed batches with chosen offsets, timestamps and attributes, nothing
 
 from __future__ import annotations
 
+import os
+
 from spark_log.records.batch_header import HEADER, HEADER_SIZE, LOG_OVERHEAD, write_crc
 
 DEFAULT_TS = 1_700_000_000_000
@@ -65,3 +67,12 @@ def batch_of_size(size: int, **kwargs: object) -> bytes:
         batch = make_batch(1, value_size=value_size + grow, **kwargs)  # type: ignore[arg-type]
     assert len(batch) == size, (len(batch), size)
     return batch
+
+
+def flip_byte(path: str | os.PathLike[str], position: int) -> None:
+    """Damage one byte of a file in place (every bit of it changes)."""
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0xFF]))

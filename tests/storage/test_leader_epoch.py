@@ -66,9 +66,37 @@ def test_truncation_from_both_ends(cache: LeaderEpochCache) -> None:
     assert cache.latest_epoch() is None
 
 
-def test_corrupt_file_is_ignored_with_a_warning(tmp_path, caplog) -> None:  # type: ignore
+@pytest.mark.parametrize("text", ["0\n1\nnot numbers\n", "0\n2\n3 10\n2 20\n", "0\n1\n-1 5\n",
+                                  "\x00" * 16])
+def test_a_damaged_file_is_flagged_for_a_rebuild(tmp_path, caplog, text) -> None:  # type: ignore
     path = tmp_path / "leader-epoch-checkpoint"
-    path.write_text("0\n1\nnot numbers\n")
+    path.write_text(text)
     with caplog.at_level(logging.WARNING):
-        assert LeaderEpochCache(str(path)).entries == []
-    assert "corrupt leader epoch checkpoint" in caplog.text
+        cache = LeaderEpochCache(str(path))
+    assert cache.entries == [] and cache.damaged
+    assert "damaged leader epoch checkpoint" in caplog.text
+    cache.rebuild([(0, 0), (0, 5), (2, 9), (1, 12), (4, 20)])
+    assert cache.entries == [(0, 0), (2, 9), (4, 20)] and not cache.damaged
+    assert LeaderEpochCache(str(path)).entries == cache.entries
+
+
+def test_a_partition_rebuilds_a_damaged_checkpoint_from_its_batches(tmp_path, caplog) -> None:  # type: ignore
+    from spark_log.clock import ManualClock
+
+    from .batches import make_batch
+    from .conftest import open_log, small_config
+
+    clock = ManualClock(1_700_000_000_000)
+    log = open_log(tmp_path, small_config(), clock)
+    for epoch in (0, 0, 3, 3, 5):
+        log.append(make_batch(2, value_size=300), leader_epoch=epoch)
+    expected = log.leader_epoch_cache.entries
+    assert expected == [(0, 0), (3, 4), (5, 8)]
+    log.close()
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    checkpoint.write_bytes(b"\x00garbage")
+    with caplog.at_level(logging.WARNING):
+        reopened = open_log(tmp_path, small_config(), clock, had_clean_shutdown=True)
+    assert reopened.leader_epoch_cache.entries == expected
+    assert LeaderEpochCache(str(checkpoint)).entries == expected  # written back
+    assert "rebuilding it from the log" in caplog.text

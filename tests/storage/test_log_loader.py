@@ -42,12 +42,28 @@ def names(directory: str) -> list[str]:
     return sorted(os.listdir(directory))
 
 
-def test_clean_open_reads_no_index(tmp_path, clock) -> None:  # type: ignore
+def test_clean_open_reads_only_the_active_segments_offset_index(tmp_path, clock) -> None:  # type: ignore
     d = write_log(tmp_path, clock)
     fs = CountingFileSystem()
     loaded = load(d, clock, clean=True, fs=fs)
-    assert len(loaded.segments) == 3 and loaded.next_offset is None and not loaded.recovered
-    assert fs.opened[".index"] == fs.opened[".timeindex"] == 0
+    assert len(loaded.segments) == 3 and loaded.next_offset == 120 and not loaded.recovered
+    # the active segment's tail is checked, which gives the end offset; nothing else is read
+    assert fs.opened[".index"] == 1 and fs.opened[".timeindex"] == 0
+
+
+def test_garbage_after_a_clean_shutdown_is_found_and_truncated(tmp_path, clock, caplog  # type: ignore
+                                                               ) -> None:
+    d = write_log(tmp_path, clock)
+    active = os.path.join(d, [n for n in names(d) if n.endswith(".log")][-1])
+    size = os.path.getsize(active)
+    with open(active, "ab") as f:
+        f.write(b"garbage" * 10)
+    with caplog.at_level(logging.WARNING):
+        loaded = load(d, clock, clean=True)
+    assert loaded.recovered and loaded.next_offset == 120
+    assert f"{active} is damaged at byte {size}" in caplog.text
+    assert "dropped anything from offset 120 on (70 bytes); nothing kept" in caplog.text
+    assert os.path.getsize(active) == size
 
 
 def test_garbage_after_the_active_segment_is_truncated(tmp_path, clock, caplog) -> None:  # type: ignore
@@ -58,7 +74,8 @@ def test_garbage_after_the_active_segment_is_truncated(tmp_path, clock, caplog) 
         f.write(os.urandom(333))
     with caplog.at_level(logging.WARNING):
         loaded = load(d, clock, recovery_point=10**6)
-    assert f"Truncated 333 bytes of invalid data at the end of {active}" in caplog.text
+    assert f"{active} is damaged at byte {size}" in caplog.text
+    assert "dropped anything from offset 120 on (333 bytes)" in caplog.text
     assert os.path.getsize(active) == size and loaded.next_offset == 120
 
 
@@ -69,7 +86,8 @@ def test_a_truncated_segment_loses_only_its_torn_batch(tmp_path, clock, caplog) 
     os.truncate(path, os.path.getsize(path) - 10)  # tear the last batch
     with caplog.at_level(logging.WARNING):
         loaded = load(d, clock)
-    assert "Truncated" in caplog.text and active in caplog.text
+    assert f"{active} is damaged" in caplog.text and "runs past the end" in caplog.text
+    assert "nothing kept (a torn write, not a batch)" in caplog.text
     assert loaded.next_offset == 118  # the torn batch (118, 119) is gone, the rest stays
 
 
@@ -84,8 +102,17 @@ def test_corruption_in_an_older_segment_drops_the_segments_after_it(tmp_path, cl
     with caplog.at_level(logging.WARNING):
         loaded = load(d, clock)
     assert len(loaded.segments) == 2
-    assert all(f"Deleting {os.path.join(d, n)}" in caplog.text for n in logs[2:])
-    assert [n for n in names(d) if n.endswith(".log")] == logs[:2]
+    later = logs[2:]
+    assert f"{second} is damaged at byte 398 (batch at byte 398 (base offset 44): CRC mismatch" \
+        in caplog.text
+    assert "dropped offsets 44 to 119" in caplog.text
+    assert f", and {len(later)} later segment(s) of " in caplog.text
+    kept = sorted(n for n in names(d) if ".damaged-" in n)
+    # the bad batch onwards and every later segment are kept aside, not deleted
+    assert [n[:20] for n in kept] == [logs[1][:20], *(n[:20] for n in later)]
+    assert all(n in caplog.text for n in kept)
+    assert [n for n in names(d) if n.endswith(".log") and ".damaged-" not in n] == logs[:2]
+    assert not any(n.startswith(logs[2][:20]) and n.endswith("index") for n in names(d))
 
 
 def test_only_segments_from_the_recovery_point_on_are_scanned(tmp_path, clock) -> None:  # type: ignore

@@ -58,7 +58,8 @@ def test_checkpoints_use_kafkas_format(tmp_path, clock) -> None:  # type: ignore
     assert read("replication-offset-checkpoint") == "0\n1\norders 0 10\n"
 
 
-def test_clean_shutdown_skips_recovery_and_reads_no_index(tmp_path, clock) -> None:  # type: ignore
+def test_clean_shutdown_skips_recovery_and_reads_only_active_offset_indexes(tmp_path, clock  # type: ignore
+                                                                             ) -> None:
     m = manager(tmp_path, clock)
     fill(m, "orders", 0, 50)
     m.close()
@@ -66,7 +67,7 @@ def test_clean_shutdown_skips_recovery_and_reads_no_index(tmp_path, clock) -> No
     fs = CountingFileSystem()
     again = manager(tmp_path, clock, fs=fs)
     assert again.had_clean_shutdown and not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
-    assert fs.opened[".index"] == fs.opened[".timeindex"] == 0
+    assert fs.opened[".index"] == 1 and fs.opened[".timeindex"] == 0  # the active's tail check
     log = again.get("orders", 0)
     assert log.log_start_offset == 0 and log.high_watermark == 100  # type: ignore[union-attr]
 
@@ -84,7 +85,7 @@ def test_unclean_shutdown_recovers_from_the_recovery_point(tmp_path, clock, capl
     with caplog.at_level(logging.WARNING):
         again = manager(tmp_path, clock)
     assert not again.had_clean_shutdown
-    assert "Truncated 30 bytes" in caplog.text
+    assert "dropped anything from offset 120 on (30 bytes)" in caplog.text
     assert again.get("orders", 0).log_end_offset == 120  # type: ignore[union-attr]
 
 
@@ -143,7 +144,8 @@ def test_flush_due_flushes_rolled_segments(tmp_path, clock) -> None:  # type: ig
     assert log.recovery_point == log.segments[-1].base_offset  # type: ignore[union-attr]
 
 
-def test_opening_a_thousand_partitions_reads_no_index(tmp_path, clock) -> None:  # type: ignore
+def test_opening_a_thousand_partitions_reads_only_their_active_offset_index(tmp_path, clock  # type: ignore
+                                                                            ) -> None:
     m = manager(tmp_path, clock)
     fill(m, "many", 0, 30)  # two segments
     m.close()
@@ -152,12 +154,12 @@ def test_opening_a_thousand_partitions_reads_no_index(tmp_path, clock) -> None: 
     fs = CountingFileSystem()
     again = manager(tmp_path, clock, fs=fs)
     assert len(again.partitions()) == 1000
-    assert fs.opened[".index"] == fs.opened[".timeindex"] == 0
+    # each active segment's offset index: its tail is checked, giving the end offset
+    assert fs.opened[".index"] == 1000 and fs.opened[".timeindex"] == 0
     assert fs.opened[".log"] == 2000  # each segment's log file, nothing else
     assert again.get("many", 999).read(0, 100).size > 0  # type: ignore[union-attr]
-    # the first read opens that partition's two offset indexes: the active segment's (for
-    # the end offset) and the one read from
-    assert fs.opened[".index"] == 2 and fs.opened[".timeindex"] == 0
+    # the first read opens the offset index of the segment read from
+    assert fs.opened[".index"] == 1001 and fs.opened[".timeindex"] == 0
 
 
 def test_storage_failure_means_no_clean_shutdown(tmp_path, clock) -> None:  # type: ignore
@@ -182,13 +184,14 @@ def test_periodic_work_keeps_untouched_logs_closed(tmp_path, clock) -> None:  # 
     m.close()
     fs = CountingFileSystem()
     again = manager(tmp_path, clock, fs=fs)
+    assert fs.opened[".index"] == 3 and fs.opened[".timeindex"] == 0  # active tails checked
     again.flush_due()
     again.checkpoint()
-    assert fs.opened[".index"] == fs.opened[".timeindex"] == 0
+    assert fs.opened[".index"] == 3 and fs.opened[".timeindex"] == 0
     assert (tmp_path / "replication-offset-checkpoint").read_text() == \
         "0\n3\norders 0 60\norders 1 60\norders 2 60\n"
     assert again.run_retention() == 0
     # retention.ms needs each partition's oldest segment's largest timestamp, nothing more
-    assert fs.opened[".timeindex"] == 3 and fs.opened[".index"] == 0
+    assert fs.opened[".timeindex"] == 3 and fs.opened[".index"] == 3
     again.close()
-    assert fs.opened[".index"] == 0
+    assert fs.opened[".index"] == 3

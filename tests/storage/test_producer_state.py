@@ -4,6 +4,7 @@ transaction index, snapshots and recovery, expiry — with a ManualClock."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -122,16 +123,21 @@ def test_producer_state_is_rebuilt_after_a_crash(tmp_path, clock) -> None:  # ty
     assert produce(reopened, 40) == (40, 40)
 
 
-def test_a_damaged_snapshot_is_deleted_and_ignored(tmp_path, clock, config, caplog) -> None:  # type: ignore
+def test_a_damaged_snapshot_is_deleted_and_the_state_rebuilt_from_the_log(  # type: ignore
+        tmp_path, clock, config, caplog) -> None:
     log = open_log(tmp_path, config, clock)
     produce(log, 0)
+    before = [(p.producer_id, p.producer_epoch, list(p.batches)) for p in log.active_producers()]
     log.close()
     path = os.path.join(log.dir, "00000000000000000001.snapshot")
     with open(path, "r+b") as f:
         f.seek(12)
         f.write(b"\xff")
     reopened = open_log(tmp_path, config, clock, had_clean_shutdown=True)
-    assert reopened.active_producers() == []
+    # not forgotten (its next sequence would be refused): replayed from the log
+    after = [(p.producer_id, p.producer_epoch, list(p.batches))
+             for p in reopened.active_producers()]
+    assert before and after == before
     assert "unreadable producer snapshot" in caplog.text
     assert not os.path.exists(path)
 
@@ -193,6 +199,27 @@ def test_transaction_index_is_rebuilt_after_a_crash(tmp_path, clock, config) -> 
             reopened.aborted_transactions(0, reopened.log_end_offset)] == [(PID, end)]
     reopened.update_high_watermark(reopened.log_end_offset)
     assert reopened.last_stable_offset == end + 1
+
+
+@pytest.mark.parametrize("damage", [b"\x07" * 5, b"\x00" * 34, b"\x00\x09" + b"\x00" * 32])
+def test_a_damaged_transaction_index_is_rebuilt_from_the_log_after_a_clean_shutdown(  # type: ignore
+        tmp_path, clock, config, damage, caplog) -> None:
+    log = open_log(tmp_path, config, clock)
+    produce(log, 0, txn=True)
+    first_end = marker(log, commit=False)
+    produce(log, 0, pid=7, txn=True)
+    second_end = marker(log, commit=False, pid=7)
+    before = log.aborted_transactions(0, log.log_end_offset)
+    assert [(t.producer_id, t.last_offset) for t in before] == [(PID, first_end), (7, second_end)]
+    txnindex = os.path.join(log.dir, "00000000000000000000.txnindex")
+    sound = Path(txnindex).read_bytes()
+    log.close()
+    with open(txnindex, "ab") as f:  # a torn entry, an entry out of order, an unknown version
+        f.write(damage)
+    reopened = open_log(tmp_path, config, clock, had_clean_shutdown=True)
+    assert "txnindex" in caplog.text and "recovering from that segment on" in caplog.text
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == before
+    assert Path(txnindex).read_bytes() == sound
 
 
 def test_non_transactional_write_inside_a_transaction_is_refused(log) -> None:  # type: ignore

@@ -138,7 +138,10 @@ def test_recover_truncates_garbage_and_rebuilds_indexes(tmp_path, clock) -> None
     with open(s.log.path, "ab") as f:
         f.write(b"\x07" * 100)
     reopened = Segment(str(tmp_path), 100, small_config(), clock=clock, active=True)
-    assert reopened.recover() == 100
+    damage = reopened.recover()
+    assert damage is not None and damage.position == good_size and not damage.whole_batch
+    assert "magic 7" in damage.reason
+    assert reopened.cut(damage.position, None) == 100
     assert reopened.size == os.path.getsize(reopened.log.path) == good_size
     assert [reopened.offset_index.entry(i) for i in range(reopened.offset_index.entries)] == built
     assert reopened.read_next_offset() == 124
@@ -154,7 +157,12 @@ def test_recover_stops_at_a_bad_crc(tmp_path, clock) -> None:  # type: ignore
         f.seek(-1, 1)
         f.write(bytes([byte[0] ^ 0xFF]))
     reopened = Segment(str(tmp_path), 100, small_config(), clock=clock, active=True)
-    assert reopened.recover() == 2 * len(batches[0])
+    damage = reopened.recover()
+    assert damage is not None and damage.position == 3 * len(batches[0])
+    assert "CRC mismatch" in damage.reason and damage.whole_batch and damage.last_offset == 107
+    kept = tmp_path / "kept.log"
+    assert reopened.cut(damage.position, str(kept)) == 2 * len(batches[0])
+    assert kept.read_bytes()[len(batches[0]):] == batches[4]  # the cut bytes, kept whole
     assert reopened.read_next_offset() == 106
 
 

@@ -4,6 +4,7 @@
 The broker has a single log directory (`log.dirs`); every partition lives there, never as a
 "future" replica, and the offset lag (log end offset minus high watermark) is always 0 with one
 replica. Topics or partitions the broker does not have are left out, as Kafka leaves them out.
+A directory taken offline by a storage error answers KAFKA_STORAGE_ERROR with no partitions.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from . import handles
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
 async def handle_describe_log_dirs(ctx: Any, request: Any) -> dict[str, Any]:
     broker = ctx.broker
+    if broker.logs.failure.failed:  # offline: no partition can be described, as in Kafka
+        result = {"error_code": ErrorCode.kafka_storage_error, "log_dir": str(broker.data_dir),
+                  "topics": [], "total_bytes": -1, "usable_bytes": -1}
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "results": [result]}
     wanted = _wanted(request.topics)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for topic, partition in sorted(broker.logs.partitions()):

@@ -3,7 +3,9 @@
 Topics are named (or, from v10, identified by id); a null or empty list (v0: empty) means all
 topics. An unknown topic is auto-created when the broker allows it (`auto.create.topics.enable`)
 and the request does (`allow_auto_topic_creation`, v4+; always for older versions); creation is
-synchronous here, so the first answer already carries the new topic's partitions.
+synchronous here, so the first answer already carries the new topic's partitions. While the
+data directory is offline every partition answers KAFKA_STORAGE_ERROR, without a leader, its
+replica listed offline.
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ def broker_entries(broker: Any) -> list[dict[str, Any]]:
 
 def topic_entry(broker: Any, info: TopicInfo) -> dict[str, Any]:
     node = broker.node_id
+    if broker.logs.failure.failed:  # the only replica is in an offline log directory
+        partition = {"error_code": ErrorCode.kafka_storage_error, "leader_id": -1,
+                     "isr_nodes": [], "offline_replicas": [node]}
+    else:
+        partition = {"error_code": ErrorCode.none, "leader_id": node, "isr_nodes": [node],
+                     "offline_replicas": []}
     return {
         "error_code": ErrorCode.none, "name": info.name, "topic_id": info.topic_id,
         "is_internal": info.internal,
-        "partitions": [
-            {"error_code": ErrorCode.none, "partition_index": p, "leader_id": node,
-             "leader_epoch": LEADER_EPOCH, "replica_nodes": [node], "isr_nodes": [node],
-             "offline_replicas": []}
-            for p in range(info.partitions)
-        ],
+        "partitions": [{**partition, "partition_index": p, "leader_epoch": LEADER_EPOCH,
+                        "replica_nodes": [node]} for p in range(info.partitions)],
     }
 
 
