@@ -4,14 +4,15 @@ Every change is first appended to the group's partition (one batch, origin COORD
 only then applied to memory by replaying the very records that were written; a failed append
 changes nothing in memory and raises `KafkaError` with the code Kafka answers for it. Loading a
 partition at start replays what is in it, so after a restart (or a SIGKILL) memory is rebuilt
-from the same records. Group metadata is the exception that proves the rule: the rebalance
-state machine updates groups in memory and persists them with `store_group`, whose record is
-not replayed while the broker runs (it describes the group as it already is).
+from the same records; a damaged batch or record is skipped, logged at ERROR, and the rest of
+the partition loads (see `coordinator_loader`). Group metadata is the exception that proves
+the rule: the rebalance state machine updates groups in memory and persists them with
+`store_group`, whose record is not replayed while the broker runs (it describes the group as it
+already is).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -28,14 +29,15 @@ from spark_log.records import (
     Record,
     build_batch,
     build_end_transaction_batch,
-    iter_batches,
     read_end_transaction_marker,
 )
 from spark_log.storage.append_info import AppendOrigin
 
+from .coordinator_loader import read_for_load
 from .errors import KafkaError, error_code_for
 from .group import ClassicGroup, GroupMember, GroupState
 from .group_metadata_records import (
+    KAFKA_RECORD_TYPES,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LOAD_CHUNK_BYTES = 1 << 20
+_GROUP_METADATA_VALUE = "GroupMetadataValue"
 RecordPair = tuple[bytes, bytes | None]
 
 # Append errors as a coordinator reports them (Kafka's appendGroupMetadataErrorToResponseError).
@@ -168,24 +170,30 @@ class CoordinatorState:
         tombstones.append((encode_key(GroupMetadataKey(gid)), None))
         first = self.append(self.partition_of(gid), tombstones)
         for i, (key, _) in enumerate(tombstones):
-            self._apply(first + i, NO_PRODUCER_ID, key, None)
+            self._apply(f"{OFFSETS_TOPIC}-{self.partition_of(gid)}", first + i, NO_PRODUCER_ID,
+                        key, None)
 
     # ---- replaying --------------------------------------------------------------------------
-    def _apply(self, offset: int, producer_id: int, key_bytes: bytes | None,
+    def _apply(self, name: str, offset: int, producer_id: int, key_bytes: bytes | None,
                value_bytes: bytes | None) -> None:
+        """Replay the record at `offset` of partition `name`; CorruptRecordError (memory
+        unchanged) if it does not parse."""
         if key_bytes is None:
-            log.warning("%s: record at offset %d has no key; skipped", OFFSETS_TOPIC, offset)
-            return
+            raise CorruptRecordError("a record without a key")
         key = decode_key(key_bytes)
         if isinstance(key, OffsetCommitKey):
             value = None if value_bytes is None else decode_offset_commit_value(value_bytes)
             self._apply_offset(offset, producer_id, key, value)
         elif isinstance(key, GroupMetadataKey):
-            value = None if value_bytes is None else decode_group_metadata_value(value_bytes)
-            self._apply_group(key.group, value)
-        else:
-            log.debug("%s: record type %d at offset %d is not used here", OFFSETS_TOPIC,
-                      key.version, offset)
+            group = None if value_bytes is None else \
+                group_from_value(key.group, decode_group_metadata_value(value_bytes))
+            self._replace_group(key.group, group)
+        elif key.version in KAFKA_RECORD_TYPES:
+            log.debug("%s: record type %d at offset %d is not used here", name, key.version,
+                      offset)
+        else:  # as Kafka: a newer broker's record, maybe left by an aborted upgrade
+            log.warning("%s: unknown record type %d at offset %d ignored; it could be a left "
+                        "over from an aborted upgrade", name, key.version, offset)
 
     def _apply_offset(self, offset: int, producer_id: int, key: OffsetCommitKey,
                       value: OffsetCommitValue | None) -> None:
@@ -194,12 +202,12 @@ class CoordinatorState:
             self.groups[key.group] = ClassicGroup(key.group, state_timestamp=self.clock.now_ms())
         self.offsets.replay(offset, producer_id, key, value)
 
-    def _apply_group(self, group_id: str, value: GroupMetadataValue | None) -> None:
+    def _replace_group(self, group_id: str, group: ClassicGroup | None) -> None:
         previous = self.groups.pop(group_id, None)
         if previous is not None and not previous.is_in(GroupState.DEAD):
             previous.transition_to(GroupState.DEAD, self.clock.now_ms())
-        if value is not None:
-            self.groups[group_id] = group_from_value(group_id, value)
+        if group is not None:
+            self.groups[group_id] = group
 
     def _apply_end_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         self.offsets.replay_end_marker(producer_id, commit,
@@ -207,38 +215,42 @@ class CoordinatorState:
 
     # ---- loading ----------------------------------------------------------------------------
     async def load(self, partition: int) -> None:
-        """Replay one partition from its log start to its end."""
+        """Replay one partition from its log start to its end; a batch or record that cannot
+        be read is skipped (logged), the rest loads."""
         partition_log = self.broker.replicas.log(OFFSETS_TOPIC, partition)
-        offset, end = partition_log.log_start_offset, partition_log.log_end_offset
-        while offset < end:
-            data = partition_log.read(offset, LOAD_CHUNK_BYTES, max_offset=end).read_bytes()
-            if not data:
-                break
-            for batch in iter_batches(data):
-                header = batch.header
-                if header.next_offset <= offset:
-                    continue
-                self._load_batch(partition, batch.decode(), offset)
-                offset = header.next_offset
-            await asyncio.sleep(0)  # let other connections in between chunks
+        name = f"{OFFSETS_TOPIC}-{partition}"
+        async for batch, start in read_for_load(partition_log, name):
+            self._load_batch(partition, batch, start)
 
     def _load_batch(self, partition: int, batch: DecodedBatch, start: int) -> None:
         header = batch.header
         if header.is_control:
-            marker = read_end_transaction_marker(batch)
-            if marker is not None:
-                self._apply_end_marker(partition, header.producer_id,
-                                       marker.type == ControlRecordType.COMMIT)
+            self._load_marker(partition, batch)
             return
+        name = f"{OFFSETS_TOPIC}-{partition}"
         producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
         for record in batch.records:
             if record.offset < start:
                 continue
             try:
-                self._apply(record.offset, producer_id, record.key, record.value)
+                self._apply(name, record.offset, producer_id, record.key, record.value)
             except CorruptRecordError as e:
-                log.error("%s-%d: unreadable record at offset %d skipped: %s", OFFSETS_TOPIC,
-                          partition, record.offset, e)
+                log.error("%s: record at offset %d (batch %d..%d) cannot be read and is "
+                          "skipped: %s", name, record.offset, header.base_offset,
+                          header.last_offset, e)
+
+    def _load_marker(self, partition: int, batch: DecodedBatch) -> None:
+        header = batch.header
+        try:
+            marker = read_end_transaction_marker(batch)
+        except CorruptRecordError as e:
+            log.error("%s-%d: control batch at offset %d of producer id %d cannot be read and "
+                      "is skipped: %s", OFFSETS_TOPIC, partition, header.base_offset,
+                      header.producer_id, e)
+            return
+        if marker is not None:
+            self._apply_end_marker(partition, header.producer_id,
+                                   marker.type == ControlRecordType.COMMIT)
 
 
 def group_metadata_value(group: ClassicGroup, assignment: Mapping[str, bytes]
@@ -254,7 +266,9 @@ def group_metadata_value(group: ClassicGroup, assignment: Mapping[str, bytes]
 
 
 def group_from_value(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
-    """A group as its latest metadata record left it: Stable with its members, or Empty."""
+    """A group as its latest metadata record left it: Stable with its members, or Empty.
+    CorruptRecordError if the value names a member or static instance twice."""
+    _check_members(group_id, value.members)
     group = ClassicGroup(
         group_id, state=GroupState.STABLE if value.members else GroupState.EMPTY,
         generation=value.generation, protocol_type=value.protocol_type or None,
@@ -269,3 +283,14 @@ def group_from_value(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
                               protocols, m.assignment))
     group.subscribed_topics = group.compute_subscribed_topics()
     return group
+
+
+def _check_members(group_id: str, members: Sequence[MemberMetadata]) -> None:
+    """No coordinator writes a member id or group instance id twice in one group."""
+    for what, ids in (("member", [m.member_id for m in members]),
+                      ("group instance", [m.group_instance_id for m in members
+                                          if m.group_instance_id is not None])):
+        if len(set(ids)) != len(ids):
+            twice = next(i for i in ids if ids.count(i) > 1)
+            raise CorruptRecordError(f"{_GROUP_METADATA_VALUE} of group {group_id}: {what} id "
+                                     f"{twice!r} appears twice")

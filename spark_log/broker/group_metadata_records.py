@@ -2,7 +2,8 @@
 
 A record's key starts with an int16 version that names its type: 0 and 1 are an
 `OffsetCommitKey` (group, topic, partition), 2 a `GroupMetadataKey` (group); Kafka's newer
-group types use 3 and up, which this broker neither writes nor needs and reads as `UnknownKey`.
+group types use 3 to 15 (`KAFKA_RECORD_TYPES`), which this broker neither writes nor needs and
+reads as `UnknownKey`, as it does any other type.
 Values carry their own int16 version:
 
 * `OffsetCommitValue` v0-4: offset, leader epoch (v3+), metadata, commit timestamp and, in v1
@@ -42,6 +43,8 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_WITH_EXPIRY_VERSION = 1
 GROUP_METADATA_VALUE_VERSION = 3
 _FLEXIBLE_FROM = 4
+# Kafka's consumer group (KIP-848) and share group record types: known, not used here.
+KAFKA_RECORD_TYPES = range(3, 16)
 
 _KEY = "__consumer_offsets key"
 _OFFSET_COMMIT_VALUE = "OffsetCommitValue"

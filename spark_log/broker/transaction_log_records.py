@@ -31,6 +31,14 @@ class TransactionLogError(ValueError):
     """A `__transaction_state` record that does not parse."""
 
 
+class UnknownKeyVersionError(TransactionLogError):
+    """A key of a version this broker does not know: a newer broker's record, not damage."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"unknown transaction log key version {version}")
+        self.version = version
+
+
 @dataclass(frozen=True, slots=True)
 class TransactionLogValue:
     """A transactional id's state as stored. `partitions` maps topics to partition ids."""
@@ -50,15 +58,22 @@ def encode_key(transactional_id: str) -> bytes:
 
 
 def decode_key(data: bytes) -> str:
-    if len(data) < 4:
+    """The transactional id; UnknownKeyVersionError for a key of another version,
+    TransactionLogError for one that does not parse."""
+    if len(data) < 2:
         raise TransactionLogError(f"transaction log key of {len(data)} bytes")
     (version,) = INT16.unpack_from(data)
     if version != KEY_VERSION:
-        raise TransactionLogError(f"unknown transaction log key version {version}")
+        raise UnknownKeyVersionError(version)
+    if len(data) < 4:
+        raise TransactionLogError(f"transaction log key of {len(data)} bytes")
     (size,) = INT16.unpack_from(data, 2)
     if size < 0 or 4 + size > len(data):
         raise TransactionLogError("transaction log key: bad string length")
-    return data[4 : 4 + size].decode()
+    try:
+        return data[4 : 4 + size].decode()
+    except UnicodeDecodeError as e:
+        raise TransactionLogError(f"transaction log key: invalid UTF-8: {e}") from None
 
 
 def encode_value(v: TransactionLogValue) -> bytes:

@@ -6,25 +6,26 @@ partitions` (the same hash as groups). Every new state is first appended to that
 record, origin COORDINATOR) and adopted in memory only once written, so memory never runs ahead
 of the log; a failed append leaves memory as it was and raises `KafkaError` with the code Kafka
 answers. At start every existing partition is replayed in the background; until a partition is
-loaded, its ids answer COORDINATOR_LOAD_IN_PROGRESS.
+loaded, its ids answer COORDINATOR_LOAD_IN_PROGRESS. A damaged batch or record is skipped there,
+logged at ERROR, and the rest loads (see `coordinator_loader`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from spark_log.protocol import ErrorCode
-from spark_log.records import Record, build_batch, iter_batches
+from spark_log.records import BatchHeader, Record, build_batch
 from spark_log.storage.append_info import AppendOrigin
 
+from .coordinator_loader import read_for_load
 from .errors import KafkaError, error_code_for
 from .offsets_topic import partition_for
 from .transaction_log_records import (
     TransactionLogError,
     TransactionLogValue,
+    UnknownKeyVersionError,
     decode_key,
     decode_value,
     encode_key,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-LOAD_CHUNK_BYTES = 1 << 20
 # Append errors as the coordinator reports them (Kafka's TransactionStateManager).
 _APPEND_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
@@ -105,18 +105,17 @@ class TransactionStateManager:
     # ---- loading --------------------------------------------------------------------------
     async def load(self, partition: int) -> list[TransactionMetadata]:
         """Replay one partition; returns the loaded transactions that were preparing (their
-        markers must be written again)."""
+        markers must be written again). A batch or record that cannot be read is skipped
+        (logged): its ids keep the state of their last readable record."""
         partition_log = self.broker.replicas.log(TRANSACTION_STATE_TOPIC, partition)
-        offset, end = partition_log.log_start_offset, partition_log.log_end_offset
+        name = f"{TRANSACTION_STATE_TOPIC}-{partition}"
         loaded: dict[str, TransactionMetadata | None] = {}
-        while offset < end:
-            data = partition_log.read(offset, LOAD_CHUNK_BYTES, max_offset=end).read_bytes()
-            if not data:
-                break
-            for key, value in _records(data, offset):
-                loaded[key] = value
-            offset = _next_offset(data, offset)
-            await asyncio.sleep(0)
+        async for batch, start in read_for_load(partition_log, name):
+            if batch.header.is_control:
+                continue
+            for record in batch.records:
+                if record.offset >= start:
+                    _load_record(name, batch.header, record, loaded)
         for transactional_id, metadata in loaded.items():
             if metadata is None:
                 self.transactions.pop(transactional_id, None)
@@ -126,27 +125,28 @@ class TransactionStateManager:
                 m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
 
 
-def _records(data: bytes, start: int) -> Iterator[tuple[str, TransactionMetadata | None]]:
-    for batch in iter_batches(data):
-        if batch.header.is_control or batch.header.next_offset <= start:
-            continue
-        for record in batch.decode().records:
-            if record.offset < start or record.key is None:
-                continue
-            try:
-                key = decode_key(record.key)
-                value = None if record.value is None else decode_value(record.value)
-            except (TransactionLogError, UnicodeDecodeError) as e:
-                log.error("%s: unreadable record at offset %d skipped: %s",
-                          TRANSACTION_STATE_TOPIC, record.offset, e)
-                continue
-            yield key, None if value is None else _metadata_of(key, value)
-
-
-def _next_offset(data: bytes, offset: int) -> int:
-    for batch in iter_batches(data):
-        offset = max(offset, batch.header.next_offset)
-    return offset
+def _load_record(name: str, header: BatchHeader, record: Record,
+                 loaded: dict[str, TransactionMetadata | None]) -> None:
+    """Put the state `record` holds into `loaded` (None: a tombstone); log and skip a record
+    that does not parse. An unknown key version is a newer broker's record: skipped with a
+    warning, as Kafka does."""
+    if record.key is None:
+        log.error("%s: record at offset %d (batch %d..%d) has no key and is skipped", name,
+                  record.offset, header.base_offset, header.last_offset)
+        return
+    transactional_id = None
+    try:
+        transactional_id = decode_key(record.key)
+        loaded[transactional_id] = None if record.value is None else \
+            _metadata_of(transactional_id, decode_value(record.value))
+    except UnknownKeyVersionError as e:
+        log.warning("%s: record at offset %d ignored: %s; it could be a left over from an "
+                    "aborted upgrade", name, record.offset, e)
+    except TransactionLogError as e:
+        whose = "" if transactional_id is None else \
+            f" for transactional id {transactional_id!r} (its earlier state is kept)"
+        log.error("%s: record at offset %d (batch %d..%d)%s cannot be read and is skipped: %s",
+                  name, record.offset, header.base_offset, header.last_offset, whose, e)
 
 
 def _value_of(m: TransactionMetadata) -> TransactionLogValue:
@@ -159,6 +159,12 @@ def _value_of(m: TransactionMetadata) -> TransactionLogValue:
 
 
 def _metadata_of(transactional_id: str, v: TransactionLogValue) -> TransactionMetadata:
+    """The metadata a stored value describes; TransactionLogError for a state id that is not
+    one of Kafka's."""
+    try:
+        state = TxnState(v.state)
+    except ValueError:
+        raise TransactionLogError(f"unknown transaction state {v.state}") from None
     partitions = frozenset((t, p) for t, ids in v.partitions.items() for p in ids)
     return TransactionMetadata(transactional_id, v.producer_id, v.producer_epoch, v.timeout_ms,
-                               TxnState(v.state), partitions, v.start_ms, v.last_update_ms)
+                               state, partitions, v.start_ms, v.last_update_ms)
