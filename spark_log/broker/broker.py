@@ -87,6 +87,8 @@ class Broker:
         identity = meta_properties.load_or_create(
             self.data_dir, self.node_id, self.config.get("cluster.id"))
         self.cluster_id = identity.cluster_id
+        # Small files that may refuse the start go before anything is written or recovered.
+        self.producer_ids = ProducerIdManager(self.data_dir)
         metadata = TopicMetadata(self.data_dir)
         metadata.load(partition_dirs(self.data_dir))
         self.topics = TopicManager(self.config, metadata)
@@ -98,7 +100,6 @@ class Broker:
                                record_validator=validate_records,
                                new_dir=identity.created, checked_at_start=INTERNAL_TOPICS)
         self.topics.attach(self.logs)
-        self.producer_ids = ProducerIdManager(self.data_dir)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.cleaner = LogCleaner(self.logs, CleanerConfig.from_broker(self.config.get),
                                   clock=self.clock,

@@ -3,7 +3,11 @@
 What a KRaft controller keeps in `__cluster_metadata`, this broker keeps in one JSON file,
 `<data-dir>/topics.json`, rewritten atomically (temp file, fsync, rename, directory fsync) on every
 change. If the file is lost, topics are rebuilt from the partition directories on disk with
-default configs, so stored data is never orphaned. Topic-name rules are Kafka's.
+default configs (the internal topics with their compact cleanup policy), so stored data is never
+orphaned. A file that is there but damaged stops the start with a `ConfigError` naming it and
+the fault: a topic's configs cannot be guessed (a `delete` policy guessed for a compacted topic
+would let retention delete its data), so the operator restores the file or moves it away.
+Topic-name rules are Kafka's.
 """
 
 from __future__ import annotations
@@ -16,6 +20,12 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+
+from spark_log.storage.errors import InvalidConfigurationError
+from spark_log.storage.log_config import LogConfig
+
+from .broker_config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +34,15 @@ _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 FILE_NAME = "topics.json"
 FORMAT_VERSION = 1
+_NIL_ID = uuid.UUID(int=0)
+# What a topic adopted from disk gets: the defaults, but an internal topic must stay compacted.
+_ADOPTED_CONFIGS: Mapping[str, Mapping[str, str]] = {
+    "__consumer_offsets": {"cleanup.policy": "compact", "compression.type": "producer"},
+    "__transaction_state": {"cleanup.policy": "compact", "compression.type": "uncompressed"},
+}
+_WHAT_TO_DO = ("the topics' configs cannot be guessed, so restore the file from a backup, or "
+               "move it away to have the topics rebuilt from the partition directories with "
+               "default configs (each topic's own settings are then lost)")
 
 
 class InvalidTopicError(ValueError):
@@ -89,18 +108,14 @@ class TopicMetadata:
 
     # ---- loading and saving -------------------------------------------------------------
     def load(self, partition_dirs: Iterable[tuple[str, int]] = ()) -> None:
-        """Read topics.json; adopt partition directories that it does not know about."""
-        if self._path.exists():
-            doc = json.loads(self._path.read_text())
-            for entry in doc.get("topics", []):
-                info = TopicInfo(
-                    entry["name"], uuid.UUID(entry["id"]), int(entry["partitions"]),
-                    dict(entry.get("configs", {})),
-                )
-                self._topics[info.name] = info
+        """Read topics.json (ConfigError, before anything is written, if it is damaged); adopt
+        partition directories that it does not know about."""
+        for info in read_topics_file(self._path):
+            self._topics[info.name] = info
         adopted = self._adopt(partition_dirs)
         if adopted:
-            log.warning("adopted topics found on disk but missing from %s: %s",
+            log.warning("adopted topics found on disk but missing from %s (a new one gets "
+                        "default configs, an internal one compaction): %s",
                         FILE_NAME, ", ".join(sorted(adopted)))
             self._save()
 
@@ -112,7 +127,8 @@ class TopicMetadata:
         for topic, count in counts.items():
             known = self._topics.get(topic)
             if known is None:
-                self._topics[topic] = TopicInfo(topic, uuid.uuid4(), count, {})
+                configs = dict(_ADOPTED_CONFIGS.get(topic, {}))
+                self._topics[topic] = TopicInfo(topic, uuid.uuid4(), count, configs)
                 adopted.append(topic)
             elif known.partitions < count:
                 self._topics[topic] = replace(known, partitions=count)
@@ -198,6 +214,80 @@ class TopicMetadata:
         self._topics[name] = info
         self._save()
         return info
+
+
+def read_topics_file(path: Path) -> list[TopicInfo]:
+    """The topics `path` lists, none if there is no such file; ConfigError naming the file,
+    what is wrong with it and what to do, if it cannot be used as it is."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise _damaged(path, f"cannot be read ({e.strerror})") from None
+    if not text.strip():
+        raise _damaged(path, "empty file")
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, absurd nesting or numbers
+        raise _damaged(path, f"not JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list):
+        raise _damaged(path, 'not the expected structure (an object with a "topics" list)')
+    version = doc.get("version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise _damaged(path, f"unknown version {version!r} (expected {FORMAT_VERSION})")
+    topics: dict[str, TopicInfo] = {}
+    ids: dict[uuid.UUID, str] = {}
+    for n, entry in enumerate(doc["topics"]):
+        info = _topic_of(path, n, entry)
+        if info.name in topics:
+            raise _damaged(path, f"topic {info.name!r} is listed twice")
+        if info.topic_id in ids:
+            raise _damaged(path, f"topics {ids[info.topic_id]!r} and {info.name!r} have the "
+                           f"same id {info.topic_id}")
+        topics[info.name], ids[info.topic_id] = info, info.name
+    return list(topics.values())
+
+
+def _topic_of(path: Path, n: int, entry: Any) -> TopicInfo:
+    """Entry `n` of the "topics" list as a TopicInfo; ConfigError if any field is wrong."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise _damaged(path, f"topics[{n}] is not an object with a name")
+    name = entry["name"]
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as e:
+        raise _damaged(path, f"topics[{n}] has an invalid name: {e}") from None
+    where = f"topic {name!r}"
+    topic_id = _uuid(entry.get("id"))
+    if topic_id is None:
+        raise _damaged(path, f"{where} has id {entry.get('id')!r}, which is not a topic id "
+                       "(a non-zero UUID)")
+    partitions = entry.get("partitions")
+    if type(partitions) is not int or partitions < 1:
+        raise _damaged(path, f"{where} has partition count {partitions!r}, which is not a "
+                       "positive integer")
+    configs = entry.get("configs", {})
+    if not isinstance(configs, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
+        raise _damaged(path, f"{where} has configs that are not an object of strings")
+    try:
+        LogConfig.from_properties(configs)
+    except InvalidConfigurationError as e:
+        raise _damaged(path, f"{where} has a config that does not parse: {e}") from None
+    return TopicInfo(name, topic_id, partitions, dict(configs))
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    try:
+        parsed = uuid.UUID(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return None if parsed == _NIL_ID else parsed
+
+
+def _damaged(path: Path, problem: str) -> ConfigError:
+    return ConfigError(f"{path}: {problem}; {_WHAT_TO_DO}")
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -1,21 +1,27 @@
 """Broker start-up against its data directory, observed through the real process's exit code
 and stderr: what the start says about the previous shutdown (new directory, clean, after
-SIGKILL), and the one-line refusals of a damaged or foreign meta.properties and of a data
-directory that is not a usable directory, which leave every stored file as it was."""
+SIGKILL); the one-line refusals of a damaged or foreign meta.properties, a damaged topics.json
+or producer-id-block and of a data directory that is not a usable directory, which leave every
+stored file as it was; and the small files that are rebuilt instead (a missing topics.json, a
+damaged broker.json or .lock)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from spark_log.protocol.api_keys import ApiKey
+from tests.broker.raw_client import RawClient
 from tests.broker_process import BrokerProcess
 
 EXIT_TIMEOUT_S = 120  # a start refused before listening; generous for a loaded machine
@@ -211,6 +217,167 @@ def test_a_v0_meta_properties_with_the_same_broker_id_is_accepted(data_dir: Path
         assert broker.stop() == 0
     assert "Loaded 2 partitions" in line and "(clean shutdown)" in line
     assert (data_dir / "meta.properties").read_bytes() == v0  # read, never rewritten
+
+
+# ---- topics.json that cannot be used, or is missing ----------------------------------------
+
+
+def edited(change: Callable[[dict[str, Any]], object]) -> Callable[[bytes], bytes]:
+    """A damage that parses the broker's topics.json, applies `change` and writes it back."""
+
+    def edit(original: bytes) -> bytes:
+        doc = json.loads(original)
+        change(doc)
+        return json.dumps(doc).encode()
+
+    return edit
+
+
+def orders(doc: dict[str, Any]) -> dict[str, Any]:
+    return next(t for t in doc["topics"] if t["name"] == "orders")
+
+
+def second_topic(doc: dict[str, Any], **fields: Any) -> None:
+    doc["topics"].append({**orders(doc), **fields})
+
+
+NIL_UUID = "00000000-0000-0000-0000-000000000000"
+TOPICS_DAMAGE: dict[str, tuple[Callable[[bytes], bytes], str]] = {
+    "garbage bytes": (lambda _: b"\x00\xff\x13garbage\x9c", ": not JSON ("),
+    "an empty file": (lambda _: b"", ": empty file;"),
+    "truncated JSON": (lambda original: original[: len(original) // 2], ": not JSON ("),
+    "a list, not an object": (lambda _: b"[]", ": not the expected structure"),
+    "no topics list": (lambda _: b'{"version": 1}', ": not the expected structure"),
+    "another version": (edited(lambda d: d.update(version=2)), "unknown version 2 (expected 1)"),
+    "a topic that is not an object": (edited(lambda d: d["topics"].append("orders2")),
+                                      "topics[1] is not an object with a name"),
+    "an invalid topic name": (edited(lambda d: orders(d).update(name="bad topic")),
+                              "topics[0] has an invalid name"),
+    "an id that is not a uuid": (edited(lambda d: orders(d).update(id="not-a-uuid")),
+                                 "topic 'orders' has id 'not-a-uuid', which is not a topic id"),
+    "the nil uuid": (edited(lambda d: orders(d).update(id=NIL_UUID)),
+                     "which is not a topic id"),
+    "a negative partition count": (edited(lambda d: orders(d).update(partitions=-2)),
+                                   "topic 'orders' has partition count -2"),
+    "a partition count that is text": (edited(lambda d: orders(d).update(partitions="2")),
+                                       "topic 'orders' has partition count '2'"),
+    "a config that does not parse": (
+        edited(lambda d: orders(d).update(configs={"retention.ms": "a week"})),
+        "topic 'orders' has a config that does not parse: Invalid value a week for "
+        "configuration retention.ms"),
+    "an unknown config": (edited(lambda d: orders(d).update(configs={"retention.weeks": "1"})),
+                          "Unknown topic config name: retention.weeks"),
+    "a config value that is a number": (
+        edited(lambda d: orders(d).update(configs={"retention.ms": 1000})),
+        "topic 'orders' has configs that are not an object of strings"),
+    "a topic listed twice": (edited(second_topic), "topic 'orders' is listed twice"),
+    "two topics with one id": (edited(lambda d: second_topic(d, name="payments")),
+                               "topics 'orders' and 'payments' have the same id"),
+}
+
+
+@pytest.mark.parametrize("fault", list(TOPICS_DAMAGE))
+def test_a_damaged_topics_json_is_one_error_line_and_changes_nothing(data_dir: Path,
+                                                                     fault: str) -> None:
+    damage, reason = TOPICS_DAMAGE[fault]
+    path = data_dir / "topics.json"
+    path.write_bytes(damage(path.read_bytes()))
+    before = snapshot(data_dir)
+    code, stderr = refused_start(data_dir)
+    assert_one_error_line(code, stderr, f"{path}: ", reason, "restore the file from a backup",
+                          "move it away to have the topics rebuilt")
+    assert snapshot(data_dir) == before
+
+
+def test_without_topics_json_topics_are_rebuilt_and_internal_ones_stay_compacted(
+        tmp_path: Path) -> None:
+    config = {"offsets.topic.num.partitions": "1"}
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", config)
+    try:
+        start_logged(broker, "first")
+        fill(broker, "orders", 2, 10)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "billing"})
+        consumer.commit(offsets=[TopicPartition("orders", 1, 4)], asynchronous=False)
+        consumer.close()
+        assert broker.stop() == 0
+        (broker.data_dir / "topics.json").unlink()
+        log = start_logged(broker, "second")
+        assert "adopted topics found on disk but missing from topics.json" in log
+        assert "__consumer_offsets, orders" in log
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert len(admin.list_topics(timeout=30).topics["orders"].partitions) == 2
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
+        described = admin.describe_configs([resource])[resource].result(30)
+        assert described["cleanup.policy"].value == "compact"
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "billing"})
+        assert consumer.committed([TopicPartition("orders", 1)], timeout=30)[0].offset == 4
+        consumer.close()
+    finally:
+        assert broker.stop() == 0
+    names = [t["name"] for t in json.loads((broker.data_dir / "topics.json").read_text())
+             ["topics"]]
+    assert names == ["__consumer_offsets", "orders"]
+
+
+# ---- producer-id-block, broker.json and .lock -----------------------------------------------
+
+
+PRODUCER_ID_DAMAGE = {
+    "garbage bytes": (b"\x00\xffjunk", ": '\\x00\ufffdjunk' is not a non-negative number"),
+    "an empty file": (b"", ": empty file;"),
+    "a negative number": (b"-1000\n", "not a non-negative number"),
+    "a number with garbage after it": (b"2000x\n", ": '2000x\\n' is not a non-negative"),
+    "a number beyond 64 bits": (b"99999999999999999999999\n",
+                                "more than the largest block end 64-bit producer ids allow"),
+}
+
+
+@pytest.mark.parametrize("fault", list(PRODUCER_ID_DAMAGE))
+def test_a_damaged_producer_id_block_is_one_error_line_and_changes_nothing(
+        data_dir: Path, fault: str) -> None:
+    content, reason = PRODUCER_ID_DAMAGE[fault]
+    path = data_dir / "producer-id-block"
+    path.write_bytes(content)
+    before = snapshot(data_dir)
+    code, stderr = refused_start(data_dir)
+    assert_one_error_line(code, stderr, f"{path}: ", reason,
+                          "write into it a number above every producer id")
+    assert snapshot(data_dir) == before
+
+
+def test_a_producer_id_block_written_by_hand_hands_out_ids_from_there(data_dir: Path) -> None:
+    path = data_dir / "producer-id-block"
+    path.write_bytes(b"5000000\n")
+    broker = BrokerProcess(data_dir, data_dir.parent / "broker.log")
+    try:
+        start_logged(broker, "raised")
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        producer.produce("orders", b"after the edit", partition=0)
+        assert producer.flush(30) == 0
+        with RawClient(broker.bootstrap) as client:
+            described = client.request(ApiKey.DESCRIBE_PRODUCERS, 0, {
+                "topics": [{"name": "orders", "partition_indexes": [0]}]})
+        (state,) = described.topics[0].partitions[0].active_producers
+        assert state.producer_id == 5_000_000
+    finally:
+        assert broker.stop() == 0
+    assert path.read_bytes() == b"5001000\n"
+
+
+@pytest.mark.parametrize("name", ["broker.json", ".lock"])
+def test_a_garbage_broker_json_or_lock_file_does_not_stop_the_start(data_dir: Path,
+                                                                     name: str) -> None:
+    """broker.json is only written (the listener's address, for launchers), the lock only
+    flocked: neither is read, so garbage left in either is harmless."""
+    (data_dir / name).write_bytes(b"\x00\xff{garbage")
+    broker = BrokerProcess(data_dir, data_dir.parent / "broker.log")
+    try:
+        line = loaded_line(start_logged(broker, name))  # waits for a broker.json of its pid
+        assert "Loaded 2 partitions" in line and "(clean shutdown)" in line
+        info = json.loads((data_dir / "broker.json").read_text())
+        assert (info["pid"], info["port"]) == (broker.proc.pid, broker.port)  # type: ignore
+    finally:
+        assert broker.stop() == 0
 
 
 # ---- a data directory that is not a usable directory ----------------------------------------
