@@ -2,7 +2,8 @@
 sidecar): every batch of a segment with its header fields, records with --print-data-log, a
 transaction's control batch, index and time index entries verified against the log, the
 transaction index, the records of __consumer_offsets and __transaction_state decoded; damaged
-files and a bad index are reported with exit code 1."""
+files and a bad index (torn, out of order, below its base offset) are reported with exit code
+1."""
 
 from __future__ import annotations
 
@@ -143,6 +144,27 @@ def test_dump_json_damaged_files_and_bad_index(broker_cli: Cli, tmp_path: Path) 
     notes.write_text("not a segment")
     unknown = run_cli("dump-log", "--files", str(notes))
     assert unknown.returncode == 1 and "Ignoring unknown file" in unknown.stderr
+
+
+def test_index_checks_report_order_and_base_offset(broker_cli: Cli, tmp_path: Path) -> None:
+    source = broker_cli.data_dir / f"{TOPIC}-0" / f"{FIRST}.log"
+    if not source.exists():
+        write_partition(broker_cli)
+    base = "00000000000000000010"
+    shutil.copy(source, tmp_path / f"{base}.log")
+    index = tmp_path / f"{base}.index"
+    index.write_bytes(b"".join(struct.pack(">ii", rel, pos)
+                               for rel, pos in ((-3, 0), (2, 100), (1, 200))))
+    times = tmp_path / f"{base}.timeindex"
+    times.write_bytes(struct.pack(">qi", 1000, 5) + struct.pack(">qi", 2000, 2))
+    sane = run_cli("dump-log", "--index-sanity-check", "--files", f"{index},{times}")
+    assert sane.returncode == 1
+    assert "Index offset: 7 is below the base offset 10" in sane.stdout
+    assert "Out of order offset: 12 then 11" in sane.stdout
+    assert "Out of order offset: 15 then 12" in sane.stdout
+    verified = run_cli("dump-log", "--verify-index-only", "--files", str(index))
+    assert verified.returncode == 1 and "Out of order offset: 12 then 11" in verified.stdout
+    assert "no batch starts there" not in verified.stdout  # entries out of order: not matched
 
 
 def internal_segments(cli: Cli, topic: str) -> str:
