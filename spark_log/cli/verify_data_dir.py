@@ -18,8 +18,6 @@ tail.
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -283,22 +281,17 @@ def _verify_meta_properties(path: Path, in_use: bool, report: Report) -> None:
 
 def _verify_topics(path: Path, partitions: Mapping[TopicPartition, Path], report: Report
                    ) -> None:
-    """topics.json parses, and its partition counts match the partition directories."""
+    """topics.json as the broker reads it, and its partition counts against the partition
+    directories."""
     if not path.exists():
         if partitions:
             report.problem(path, "missing: the broker adopts the partition directories as "
                                  "topics with default configs (their configs are lost)")
         return
     try:
-        doc = json.loads(path.read_bytes())
-    except OSError as exc:
-        report.problem(path, f"cannot be read: {exc.strerror or exc}")
-        return
-    except ValueError as exc:  # UnicodeDecodeError included
-        report.problem(path, f"not JSON: {exc}")
-        return
-    counts = _topic_counts(doc, path, report)
-    if counts is None:
+        counts = {t.name: t.partitions for t in topic_metadata.read_topics_file(path)}
+    except ConfigError as exc:  # the broker refuses to start
+        report.problem(path, without_path(str(exc), path))
         return
     for topic, count in counts.items():
         missing = [p for p in range(count) if (topic, p) not in partitions]
@@ -315,74 +308,24 @@ def _verify_topics(path: Path, partitions: Mapping[TopicPartition, Path], report
                              f"{_ranges(found)} exist: the broker adopts them")
 
 
-def _topic_counts(doc: Any, path: Path, report: Report) -> dict[str, int] | None:
-    """Partition count by topic of the well-formed entries; the others reported."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list):
-        report.problem(path, 'not a topics document ({"version": 1, "topics": [...]})')
-        return None
-    if doc.get("version") != topic_metadata.FORMAT_VERSION:
-        report.problem(path, f"unknown version {doc.get('version')!r} (expected "
-                             f"{topic_metadata.FORMAT_VERSION})")
-    counts: dict[str, int] = {}
-    ids: set[uuid.UUID] = set()
-    for n, entry in enumerate(doc["topics"]):
-        try:
-            name, topic_id, count = _topic_entry(entry)
-        except (TypeError, ValueError, KeyError) as exc:
-            report.problem(path, f"topic entry {n}: {exc}")
-            continue
-        if name in counts or topic_id in ids:
-            report.problem(path, f"topic entry {n}: topic {name} or its id {topic_id} is "
-                                 "listed twice")
-        counts[name] = count
-        ids.add(topic_id)
-    return counts
-
-
-def _topic_entry(entry: Any) -> tuple[str, uuid.UUID, int]:
-    """(name, id, partition count) of one entry, read as the broker reads it; ValueError (or
-    TypeError, KeyError) saying what is wrong."""
-    if not isinstance(entry, dict):
-        raise ValueError("not an object")
-    name = entry.get("name")
-    if not isinstance(name, str):
-        raise ValueError(f"no topic name ({name!r})")
-    topic_metadata.validate_topic_name(name)  # InvalidTopicError is a ValueError
-    try:
-        topic_id = uuid.UUID(entry["id"])
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise ValueError(f"topic {name}: id {entry.get('id')!r} is not a UUID") from None
-    count = entry.get("partitions")
-    if isinstance(count, bool) or not isinstance(count, int | str) or \
-            not str(count).strip().isdigit() or int(count) < 1:
-        raise ValueError(f"topic {name}: partition count {count!r} is not a positive integer")
-    configs = entry.get("configs", {})
-    if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
-        raise ValueError(f"topic {name}: configs are not an object of strings")
-    return name, topic_id, int(count)
-
-
 def _verify_producer_id_block(path: Path, facts: Mapping[TopicPartition, PartitionFacts],
                               report: Report) -> None:
-    """The end of the producer id block is above every producer id in use, or a restarted
+    """The block end as the broker reads it, above every producer id in use, or a restarted
     broker could hand one out again."""
     used = max((f.max_producer_id for f in facts.values()), default=-1)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists():
         if used >= 0:
             report.problem(path, f"missing, but the logs hold producer ids up to {used}: the "
                                  "broker would hand them out again")
         return
-    except (OSError, UnicodeDecodeError) as exc:
-        report.problem(path, f"cannot be read: {getattr(exc, 'strerror', None) or exc}")
+    try:
+        end = producer_id_manager.read_block_end(path)
+    except ConfigError as exc:  # the broker refuses to start
+        report.problem(path, without_path(str(exc), path))
         return
-    if not text.strip().isdigit():
-        report.problem(path, f"not a producer id ({text.strip()[:40]!r}): the broker cannot "
-                             "start")
-    elif int(text) <= used:
-        report.problem(path, f"block end {int(text)} is not above producer id {used} in the "
-                             "logs: the broker would hand it out again")
+    if end <= used:
+        report.problem(path, f"block end {end} is not above producer id {used} in the logs: "
+                             "the broker would hand it out again")
 
 
 def _ranges(numbers: list[int]) -> str:
