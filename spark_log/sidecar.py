@@ -100,7 +100,10 @@ def _read_info(data_dir: Path) -> dict | None:
         info = json.loads((data_dir / INFO_FILE).read_text())
     except (FileNotFoundError, ValueError):
         return None
-    return info if isinstance(info, dict) and "pid" in info else None
+    # A damaged file names no broker (one that runs rewrites it at its next start).
+    usable = isinstance(info, dict) and isinstance(info.get("pid"), int) and \
+        isinstance(info.get("host"), str) and isinstance(info.get("port"), int)
+    return info if usable else None
 
 
 def find(data_dir: str | os.PathLike[str] | None = None) -> str | None:

@@ -160,7 +160,7 @@ def _drop_from(directory: str, segment: Segment, damage: Damage, later: list[Seg
                clock: Clock, fs: FileSystem) -> None:
     """Cut the log at `damage` in `segment`, removing the `later` segments; keep what still
     holds data aside; one WARNING says what went."""
-    first_dropped = damage.next_offset
+    first_dropped = min(damage.next_offset, damage.first_offset or damage.next_offset)
     now = clock.now_ms()
     keep = damage.whole_batch and segment.size > damage.position
     kept = [os.path.join(directory, damaged_file_name(segment.base_offset, now))] if keep else []

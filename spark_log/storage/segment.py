@@ -388,15 +388,15 @@ class Segment:
         self.checked.add(0, valid)
         if problem is None:
             return None
-        whole, last_offset = False, None
+        first_offset = last_offset = None
         mm = self.log.map()
         try:
             header = read_header(mm, valid)  # type: ignore[arg-type]
-            whole, last_offset = True, header.last_offset
+            first_offset, last_offset = header.base_offset, header.last_offset
         except CorruptRecordError:
             pass  # a torn write or garbage: no batch to speak of
         del mm
-        return Damage(valid, next_offset, problem, whole, last_offset)
+        return Damage(valid, next_offset, problem, first_offset, last_offset)
 
     def cut(self, position: int, keep_path: str | None) -> int:
         """Truncate the .log to `position` after copying the bytes cut to `keep_path` (if
@@ -581,8 +581,14 @@ class Damage(NamedTuple):
     position: int  # bytes before it are whole valid batches
     next_offset: int  # the offset after those batches
     reason: str
-    whole_batch: bool  # a whole batch failed its CRC or offset check: data, not a torn write
-    last_offset: int | None  # the last offset that batch claims, when its header reads
+    # When a whole batch failed its CRC or offset check (data, not a torn write): the offsets
+    # it claims.
+    first_offset: int | None
+    last_offset: int | None
+
+    @property
+    def whole_batch(self) -> bool:
+        return self.first_offset is not None
 
 
 def _check_offsets(pos: int, h: BatchHeader, next_offset: int, limit_offset: int | None,

@@ -68,6 +68,13 @@ def test_stale_files_of_a_dead_broker_are_replaced(data_dir: Path) -> None:
     assert sidecar.status(data_dir).pid != dead.pid
 
 
+@pytest.mark.parametrize("content", [b"{\"pid\": \"12x\", \"host\": 1}", b"\xff\xfe", b"[]"])
+def test_a_damaged_broker_json_names_no_broker(data_dir: Path, content: bytes) -> None:
+    data_dir.mkdir(parents=True)
+    (data_dir / "broker.json").write_bytes(content)
+    assert not sidecar.status(data_dir).running and sidecar.find(data_dir) is None
+
+
 def test_a_restarted_sidecar_keeps_its_port(data_dir: Path) -> None:
     first = sidecar.ensure_running(data_dir)
     assert sidecar.stop(data_dir)
