@@ -29,13 +29,18 @@ from spark_log.records import (
     read_end_transaction_marker,
     read_header,
 )
-from spark_log.records.batch_header import compute_crc
-from spark_log.storage import leader_epoch
+from spark_log.storage.batch_check import batch_problems
 from spark_log.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from spark_log.storage.filesystem import DEFAULT_FS
 from spark_log.storage.leader_epoch import LeaderEpochCache
-from spark_log.storage.producer_snapshot import CorruptSnapshotError, decode
-from spark_log.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from spark_log.storage.producer_snapshot import SNAPSHOT_FILE, CorruptSnapshotError, decode
+from spark_log.storage.segment import (
+    CLEANED_SUFFIX,
+    DAMAGED_FILE,
+    DELETED_SUFFIX,
+    SEGMENT_FILE,
+    SWAP_SUFFIX,
+)
 from spark_log.storage.transaction_index import AbortedTxn, TransactionIndex
 
 from .dump_index import (
@@ -44,17 +49,12 @@ from .dump_index import (
     offset_index_entries,
     time_index_entries,
     txn_index_entries,
-    warnings_of,
 )
 
 if TYPE_CHECKING:
     from .verify_data_dir import Report
 
 CHUNK = 8 << 20  # bytes of a .log read at a time
-MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset must fit an int32 past its segment's base
-_SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.txnindex)")
-_SNAPSHOT = re.compile(r"([0-9]{20})\.snapshot")
-_DAMAGED_LOG = re.compile(r"[0-9]{20}\.damaged-[0-9]+\.log")
 _BYTES_LEFT = re.compile(r"\(\d+ bytes left\)")
 
 
@@ -94,9 +94,9 @@ def verify_partition(directory: Path, log_start: int, report: Report) -> Partiti
     for name, regular in names:
         if not regular:
             _not_regular(directory / name, report)
-        elif m := _SEGMENT_FILE.fullmatch(name):
+        elif m := SEGMENT_FILE.fullmatch(name):
             segments.setdefault(int(m.group(1)), set()).add(m.group(2))
-        elif m := _SNAPSHOT.fullmatch(name):
+        elif m := SNAPSHOT_FILE.fullmatch(name):
             snapshots.append(int(m.group(1)))
         elif name != LEADER_EPOCH_CHECKPOINT:
             _other_file(directory / name, report)
@@ -139,7 +139,7 @@ def _is_regular(entry: os.DirEntry[str]) -> bool:
 def _not_regular(path: Path, report: Report) -> None:
     """A directory, FIFO, socket or device (or a dangling link) in a partition directory."""
     name = path.name
-    if _SEGMENT_FILE.fullmatch(name) or _SNAPSHOT.fullmatch(name) or \
+    if SEGMENT_FILE.fullmatch(name) or SNAPSHOT_FILE.fullmatch(name) or \
             name == LEADER_EPOCH_CHECKPOINT:
         report.problem(path, "not a regular file: the broker cannot use it")
     else:
@@ -165,7 +165,7 @@ def _other_file(path: Path, report: Report) -> None:
     elif name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)):
         report.note(path, "a log compaction swap in progress, or left by an interrupted one: "
                           "a broker start rolls it back or completes it")
-    elif _DAMAGED_LOG.fullmatch(name):
+    elif DAMAGED_FILE.fullmatch(name):
         report.note(path, "bytes a recovery cut from the log, kept for inspection (not part "
                           "of the log; read it with dump-log --files)")
     else:
@@ -231,7 +231,9 @@ def _verify_segment(directory: Path, base: int, following: int | None, suffixes:
             reader = BatchReader(f, os.fstat(f.fileno()).st_size)
             for position, header, raw in reader:
                 report.batches += 1
-                for problem in _batch_problems(position, header, raw, base, following, walk):
+                for problem in batch_problems(
+                        raw, position, header, base_offset=base, limit_offset=following,
+                        next_offset=base if walk.next_offset is None else walk.next_offset):
                     report.problem(path, problem)
                 _remember(header, walk)
                 checks.feed(position, header, raw, walk)
@@ -246,23 +248,6 @@ def _verify_segment(directory: Path, base: int, following: int | None, suffixes:
                              f"({reason}); offsets from {max(start, base)} on are not in "
                              "this segment")
     checks.finish(report)
-
-
-def _batch_problems(position: int, h: BatchHeader, raw: memoryview, base: int,
-                    following: int | None, walk: _Walk) -> Iterator[str]:
-    """What recovery would find wrong with one batch (its header already read)."""
-    where = f"batch at byte {position} (offsets {h.base_offset} to {h.last_offset})"
-    crc = compute_crc(raw, 0, h.size)
-    if crc != h.crc:
-        yield f"{where}: CRC mismatch, stored {h.crc:#010x}, computed {crc:#010x}"
-    if h.base_offset < base:
-        yield f"{where}: below the segment's base offset {base} (its file name)"
-    elif walk.next_offset is not None and h.base_offset < walk.next_offset:
-        yield f"{where}: not above offset {walk.next_offset - 1}, the last of an earlier batch"
-    if following is not None and h.last_offset >= following:
-        yield f"{where}: not below the next segment's base offset {following}"
-    elif h.last_offset - base > MAX_RELATIVE_OFFSET:
-        yield f"{where}: more than {MAX_RELATIVE_OFFSET} offsets past the segment's base offset"
 
 
 def _remember(h: BatchHeader, walk: _Walk) -> None:
@@ -409,14 +394,12 @@ def _verify_epochs(path: Path, walk: _Walk, log_end: int, report: Report) -> Non
                                  f"{sorted(walk.first_of_epoch)}")
         return
     try:
-        with warnings_of(leader_epoch.log) as warnings:
-            cache = LeaderEpochCache(str(path), DEFAULT_FS)
+        cache = LeaderEpochCache(str(path), DEFAULT_FS)
     except (OSError, UnicodeDecodeError) as exc:
         report.problem(path, f"cannot be read: {getattr(exc, 'strerror', None) or exc}")
         return
-    if cache.damaged:
-        for text in warnings:
-            report.problem(path, without_path(text, path))
+    if cache.problem is not None:
+        report.problem(path, without_path(cache.problem, path))
         return
     for entry in cache.entries:
         if entry.start_offset > log_end:

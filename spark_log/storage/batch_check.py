@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 
-from spark_log.records.batch_header import BatchHeader, read_header, verify_crc
+from spark_log.records.batch_header import BatchHeader, compute_crc, read_header
 from spark_log.records.errors import CorruptRecordError
 
 
@@ -78,26 +78,52 @@ class CheckedRanges:
         return f"CheckedRanges({self._ranges})"
 
 
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset must fit an int32 past its segment's base offset
+
+
+def batch_problems(batch: memoryview | bytes, position: int, header: BatchHeader, *,
+                   base_offset: int, next_offset: int, limit_offset: int | None,
+                   crc: bool = True) -> list[str]:
+    """What recovery finds wrong with one batch whose header reads (`batch` is its bytes,
+    `position` where it lies in its segment): its CRC, a base offset below the segment's (its
+    file name) or not above the previous batch's (`next_offset` is the offset after that one),
+    a last offset reaching the next segment's base offset or beyond what an index can hold."""
+    where = f"batch at byte {position} (offsets {header.base_offset} to {header.last_offset})"
+    problems = []
+    if crc:
+        actual = compute_crc(batch, 0, header.size)
+        if actual != header.crc:
+            problems.append(f"{where}: CRC mismatch, stored {header.crc:#010x}, computed "
+                            f"{actual:#010x}")
+    if header.base_offset < base_offset:
+        problems.append(f"{where}: below the segment's base offset {base_offset} (its file "
+                        "name)")
+    elif header.base_offset < next_offset:
+        problems.append(f"{where}: not above offset {next_offset - 1}, the last of an earlier "
+                        "batch")
+    if limit_offset is not None and header.last_offset >= limit_offset:
+        problems.append(f"{where}: not below the next segment's base offset {limit_offset}")
+    elif header.last_offset - base_offset > MAX_RELATIVE_OFFSET:
+        problems.append(f"{where}: more than {MAX_RELATIVE_OFFSET} offsets past the segment's "
+                        "base offset")
+    return problems
+
+
 def check_batches(buf: bytes | memoryview, start: int, end: int, *, base_offset: int,
                   limit_offset: int | None = None) -> BatchHeader | None:
     """Check every batch in buf[start:end], which must start on a batch boundary, as recovery
     does; returns the last batch's header (None if there was none). Raises CorruptRecordError
-    naming the first batch that fails (by byte position and, where readable, base offset)."""
+    naming the first batch that fails (by byte position and, where readable, offsets)."""
     view = memoryview(buf)[:end]
-    position, previous = start, base_offset - 1
+    position, next_offset = start, base_offset
     header = None
     while position < end:
         header = read_header(view, position)
-        verify_crc(view, position, header)
-        if header.base_offset <= previous:
-            raise CorruptRecordError(
-                f"batch at byte {position}: base offset {header.base_offset} is "
-                + ("below the segment's base offset" if previous < base_offset else
-                   f"not above the previous batch's last offset {previous}"))
-        if limit_offset is not None and header.last_offset >= limit_offset:
-            raise CorruptRecordError(
-                f"batch at byte {position}: last offset {header.last_offset} is not below "
-                f"the next segment's base offset {limit_offset}")
-        previous = header.last_offset
+        problems = batch_problems(view[position : position + header.size], position, header,
+                                  base_offset=base_offset, next_offset=next_offset,
+                                  limit_offset=limit_offset)
+        if problems:
+            raise CorruptRecordError(problems[0])
+        next_offset = header.next_offset
         position += header.size
     return header

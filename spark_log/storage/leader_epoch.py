@@ -36,16 +36,19 @@ class LeaderEpochCache:
 
     def __init__(self, path: str, fs: FileSystem = DEFAULT_FS) -> None:
         self._file = CheckpointFile(path, fs)
-        self.damaged = False  # the file did not parse: its owner rebuilds it from the log
+        # Why the file did not parse, if it did not: its owner rebuilds it from the log.
+        self.problem: str | None = None
         try:
             entries = self._file.read_lines(lambda f: EpochEntry(int(f[0]), int(f[1])), 2)
-            _check_increasing(entries)
+            _check_increasing(path, entries)
         except CorruptCheckpointError as e:
-            log.warning("Ignoring damaged leader epoch checkpoint (%s); rebuilding it from the "
-                        "log", e)
             entries = []
-            self.damaged = True
+            self.problem = str(e)
         self._entries: list[EpochEntry] = entries
+
+    @property
+    def damaged(self) -> bool:
+        return self.problem is not None
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -129,16 +132,16 @@ class LeaderEpochCache:
             if epoch >= 0 and (latest is None or epoch > latest):
                 self._entries.append(EpochEntry(epoch, offset))
         self._write()
-        self.damaged = False
+        self.problem = None
 
     def _write(self) -> None:
         self._file.write_lines([f"{e.epoch} {e.start_offset}" for e in self._entries])
 
 
-def _check_increasing(entries: list[EpochEntry]) -> None:
+def _check_increasing(path: str, entries: list[EpochEntry]) -> None:
     for before, after in pairwise(entries):
         if not (before.epoch < after.epoch and before.start_offset < after.start_offset):
-            raise CorruptCheckpointError(f"entries {tuple(before)} and {tuple(after)} do not "
-                                         f"both increase")
+            raise CorruptCheckpointError(f"{path}: entries {tuple(before)} and {tuple(after)} "
+                                         f"do not both increase")
     if any(e.epoch < 0 or e.start_offset < 0 for e in entries):
-        raise CorruptCheckpointError("a negative epoch or start offset")
+        raise CorruptCheckpointError(f"{path}: a negative epoch or start offset")

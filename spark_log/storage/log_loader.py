@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,12 +36,18 @@ from spark_log.records.batch_header import BatchHeader
 from ..clock import Clock
 from .filesystem import FileSystem
 from .log_config import LogConfig
-from .segment import DELETED_SUFFIX, LOG_SUFFIX, Damage, Segment, damaged_file_name
+from .segment import (
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_FILE,
+    Damage,
+    Segment,
+    damaged_file_name,
+)
 from .swap_recovery import recover_interrupted_swaps
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.txnindex)")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp")
 
 
@@ -65,7 +70,7 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
     bases: set[int] = set()
     index_files: list[tuple[int, str]] = []
     for name in names:
-        m = _SEGMENT_FILE.fullmatch(name)
+        m = SEGMENT_FILE.fullmatch(name)
         if m and m.group(2) == LOG_SUFFIX:
             bases.add(int(m.group(1)))
         elif m:

@@ -435,6 +435,8 @@ class PartitionLog:
     def _rebuild_leader_epochs(self) -> None:
         """The leader-epoch-checkpoint did not parse: learn the epochs again from every batch
         header (up to any damage, which reads will find)."""
+        log.warning("Ignoring damaged leader epoch checkpoint (%s); rebuilding it from the log",
+                    self.leader_epoch_cache.problem)
         def epochs() -> Iterator[tuple[int, int]]:
             for segment in self._local.segments:
                 try:

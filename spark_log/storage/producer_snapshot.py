@@ -38,7 +38,7 @@ VERSION = 1
 _HEADER = struct.Struct(">hIi")  # version, crc, count
 _ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_FROM = 6  # the CRC covers the count and the entries
-_NAME = re.compile(r"([0-9]{20})\.snapshot")
+SNAPSHOT_FILE = re.compile(r"([0-9]{20})\.snapshot")
 
 
 class CorruptSnapshotError(ValueError):
@@ -51,7 +51,7 @@ def snapshot_file_name(offset: int) -> str:
 
 def list_snapshots(directory: str) -> list[int]:
     """Offsets of the snapshot files in `directory`, ascending."""
-    found = (_NAME.fullmatch(name) for name in os.listdir(directory))
+    found = (SNAPSHOT_FILE.fullmatch(name) for name in os.listdir(directory))
     return sorted(int(m.group(1)) for m in found if m)
 
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from spark_log.records.batch_header import BatchHeader, iter_headers, read_header, verify_crc
+from spark_log.records.batch_header import BatchHeader, iter_headers, read_header
 from spark_log.records.errors import CorruptRecordError
 
 from ..clock import Clock
-from .batch_check import CheckedRanges, check_batches
+from .batch_check import CheckedRanges, batch_problems, check_batches
 from .errors import CorruptIndexError
 from .file_records import FetchSlice, FileRecords
 from .filesystem import DEFAULT_FS, Buffer, FileSystem
@@ -33,6 +34,11 @@ log = logging.getLogger(__name__)
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX, SWAP_SUFFIX = ".cleaned", ".swap"  # a cleaned segment before and during its swap
+
+
+# A segment's files: the base offset as 20 digits and one of the four suffixes.
+SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.txnindex)")
+DAMAGED_FILE = re.compile(r"[0-9]{20}\.damaged-[0-9]+\.log")  # see damaged_file_name
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -445,9 +451,11 @@ class Segment:
         try:
             end = None if verify else self.log.size  # recovery also walks a torn tail
             for pos, h in iter_headers(mm, 0, end) if mm is not None else ():
-                if verify:
-                    verify_crc(mm, pos, h)  # type: ignore[arg-type]
-                _check_offsets(pos, h, next_offset, limit_offset, oi)
+                problems = batch_problems(memoryview(mm)[pos : pos + h.size], pos, h,  # type: ignore
+                                          base_offset=self.base_offset, next_offset=next_offset,
+                                          limit_offset=limit_offset, crc=verify)
+                if problems:
+                    raise CorruptRecordError(problems[0])
                 if h.max_timestamp > max_ts.timestamp:
                     max_ts = TimestampOffset(h.max_timestamp, h.last_offset)
                 if pos - last_entry_at > self._config.index_interval_bytes:
@@ -589,16 +597,6 @@ class Damage(NamedTuple):
     @property
     def whole_batch(self) -> bool:
         return self.first_offset is not None
-
-
-def _check_offsets(pos: int, h: BatchHeader, next_offset: int, limit_offset: int | None,
-                   index: OffsetIndex) -> None:
-    if h.base_offset < next_offset or not index.can_append_offset(h.last_offset):
-        raise CorruptRecordError(f"batch at byte {pos}: offset {h.base_offset} is out of "
-                                 f"order or outside the segment")
-    if limit_offset is not None and h.last_offset >= limit_offset:
-        raise CorruptRecordError(f"batch at byte {pos}: last offset {h.last_offset} is not "
-                                 f"below the next segment's base offset {limit_offset}")
 
 
 def _epoch(header: BatchHeader) -> int | None:

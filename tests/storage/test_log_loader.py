@@ -103,7 +103,7 @@ def test_corruption_in_an_older_segment_drops_the_segments_after_it(tmp_path, cl
         loaded = load(d, clock)
     assert len(loaded.segments) == 2
     later = logs[2:]
-    assert f"{second} is damaged at byte 398 (batch at byte 398 (base offset 44): CRC mismatch" \
+    assert f"{second} is damaged at byte 398 (batch at byte 398 (offsets 44 to 45): CRC mismatch" \
         in caplog.text
     assert "dropped offsets 44 to 119" in caplog.text
     assert f", and {len(later)} later segment(s) of " in caplog.text
