@@ -26,8 +26,9 @@ import time
 
 from spark_log.clock import SYSTEM_CLOCK
 from spark_log.records import Record, build_batch
-from spark_log.storage import LogConfig, LogManager, log_cleaner
-from spark_log.storage.log_cleaner import Driver, InlineDriver, LogCleaner, ThreadDriver
+from spark_log.storage import LogConfig, LogManager
+from spark_log.storage.cleaner import log_cleaner
+from spark_log.storage.cleaner.log_cleaner import Driver, InlineDriver, LogCleaner, ThreadDriver
 
 KEYS = 10_000
 VALUE = 100

@@ -7,11 +7,10 @@ import asyncio
 import logging
 import sys
 
+from spark_log.broker.broker import run_until_signalled
+from spark_log.broker.launch_options import add_broker_arguments, config_from_arguments
+from spark_log.properties import ConfigError
 from spark_log.storage.errors import StorageError
-
-from .broker import run_until_signalled
-from .broker_config import ConfigError
-from .launch_options import add_broker_arguments, config_from_arguments
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 

@@ -20,31 +20,32 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from spark_log.broker.broker_config import BrokerConfig
+from spark_log.broker.group.group_coordinator import GroupCoordinator
+from spark_log.broker.launch_options import parse_listener
+from spark_log.broker.metrics.broker_metrics import BrokerMetrics
+from spark_log.broker.replication.replica_manager import ReplicaManager
+from spark_log.broker.server.connection import Connection
+from spark_log.broker.server.dispatcher import Dispatcher
+from spark_log.broker.server.handlers import load_all
+from spark_log.broker.topics.topic_manager import TopicManager
+from spark_log.broker.topics.topic_metadata import TopicMetadata
+from spark_log.broker.transaction.producer_id_manager import ProducerIdManager
+from spark_log.broker.transaction.transaction_coordinator import TransactionCoordinator
 from spark_log.clock import SYSTEM_CLOCK, Clock
-from spark_log.storage.cleaner_config import CleanerConfig
-from spark_log.storage.cleaner_transactions import TRANSACTIONAL_BATCH_POLICY
-from spark_log.storage.log_cleaner import LogCleaner
-from spark_log.storage.log_manager import LogManager, parse_partition_dir
-from spark_log.storage.record_checks import (
+from spark_log.storage.cleaner.cleaner_config import CleanerConfig
+from spark_log.storage.cleaner.cleaner_transactions import TRANSACTIONAL_BATCH_POLICY
+from spark_log.storage.cleaner.log_cleaner import LogCleaner
+from spark_log.storage.data_dir import meta_properties
+from spark_log.storage.data_dir.atomic_file import write_atomically
+from spark_log.storage.data_dir.lock_file import DataDirLock
+from spark_log.storage.data_dir.prepare import prepare_data_dir
+from spark_log.storage.data_dir.topics_file import INTERNAL_TOPICS
+from spark_log.storage.log.log_manager import LogManager, parse_partition_dir
+from spark_log.storage.log.record_checks import (
     RECORD_TIMESTAMP_SEARCH,
     validate_records,
 )
-
-from . import meta_properties
-from .broker_config import BrokerConfig
-from .connection import Connection
-from .data_dir import prepare_data_dir
-from .data_dir_lock import DataDirLock
-from .dispatcher import Dispatcher
-from .group_coordinator import GroupCoordinator
-from .handlers import load_all
-from .launch_options import parse_listener
-from .metrics import BrokerMetrics
-from .producer_id_manager import ProducerIdManager
-from .replica_manager import ReplicaManager
-from .topic_manager import TopicManager
-from .topic_metadata import INTERNAL_TOPICS, TopicMetadata, write_atomically
-from .transaction_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +161,8 @@ class Broker:
     async def serve_metrics(self, port: int) -> None:
         """Prometheus text format on http://host:port/metrics, state gauges included (read at
         scrape time on this loop)."""
-        from .metrics_server import serve_metrics
-        from .metrics_state import broker_state_metrics
+        from spark_log.broker.metrics.metrics_server import serve_metrics
+        from spark_log.broker.metrics.metrics_state import broker_state_metrics
 
         self.metrics.add_state(lambda: broker_state_metrics(self))
         self._metrics_server = await serve_metrics(self, self.host, port)

@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spark_log.properties import ConfigError
+
 log = logging.getLogger(__name__)
 
 HOUR_MS = 3_600_000
-
-
-class ConfigError(ValueError):
-    """A broker setting that is unknown or has an invalid value; the message names the key."""
 
 
 @dataclass(frozen=True)
@@ -290,17 +288,3 @@ def _did_you_mean(key: str) -> str:
 
     close = difflib.get_close_matches(key, DEFINITIONS, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def read_properties_file(path: Path) -> dict[str, str]:
-    """Parse a Java-style .properties file (key=value or key: value, # and ! comments)."""
-    props: dict[str, str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        text = line.strip()
-        if not text or text[0] in "#!":
-            continue
-        sep = min((i for i in (text.find("="), text.find(":")) if i > 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}:{number}: expected key=value, got {text!r}")
-        props[text[:sep].strip()] = text[sep + 1 :].strip()
-    return props

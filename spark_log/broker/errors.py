@@ -12,14 +12,8 @@ import logging
 
 from spark_log.protocol import ErrorCode
 from spark_log.records.errors import CorruptRecordError
+from spark_log.storage.data_dir.topics_file import InvalidTopicError
 from spark_log.storage.errors import StorageError, kafka_error_name
-
-from .topic_metadata import (
-    InvalidPartitionsError,
-    InvalidTopicError,
-    TopicExistsError,
-    UnknownTopicError,
-)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +25,18 @@ class KafkaError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+class TopicExistsError(ValueError):
+    """TOPIC_ALREADY_EXISTS."""
+
+
+class UnknownTopicError(KeyError):
+    """UNKNOWN_TOPIC_OR_PARTITION."""
+
+
+class InvalidPartitionsError(ValueError):
+    """INVALID_PARTITIONS: a partition count below 1 or not above the current count."""
 
 
 _METADATA_ERRORS: dict[type[Exception], ErrorCode] = {

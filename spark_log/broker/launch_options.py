@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .broker_config import BrokerConfig, ConfigError, read_properties_file
+from spark_log.broker.broker_config import BrokerConfig
+from spark_log.properties import ConfigError, read_properties_file
 
 DEFAULT_PORT = 9092
 DEFAULT_HOST = "127.0.0.1"

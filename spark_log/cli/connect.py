@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from spark_log import sidecar
-from spark_log.broker.broker_config import ConfigError, read_properties_file
+from spark_log.properties import ConfigError, read_properties_file
 
 from .errors import CliError, UsageError, from_kafka
 from .output import notice

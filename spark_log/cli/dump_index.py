@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from spark_log.records import BatchHeader, CorruptRecordError, iter_headers
-from spark_log.storage import transaction_index
 from spark_log.storage.filesystem import DEFAULT_FS
-from spark_log.storage.offset_index import OffsetIndex
-from spark_log.storage.producer_snapshot import CorruptSnapshotError, decode
-from spark_log.storage.time_index import TimeIndex
-from spark_log.storage.transaction_index import AbortedTxn, TransactionIndex
+from spark_log.storage.index import transaction_index
+from spark_log.storage.index.offset_index import OffsetIndex
+from spark_log.storage.index.time_index import TimeIndex
+from spark_log.storage.index.transaction_index import AbortedTxn, TransactionIndex
+from spark_log.storage.producer_state.producer_snapshot import CorruptSnapshotError, decode
 
 from .errors import CliError
 from .output import print_json

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_log import sidecar
-from spark_log.broker import data_dir_lock, meta_properties, producer_id_manager, topic_metadata
-from spark_log.broker.broker_config import ConfigError
+from spark_log.properties import ConfigError
 from spark_log.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -35,9 +34,10 @@ from spark_log.storage.checkpoint import (
     OffsetCheckpointFile,
     TopicPartition,
 )
-from spark_log.storage.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
-from spark_log.storage.log_manager import CLEAN_SHUTDOWN_FILE, parse_partition_dir
-from spark_log.storage.partition_log import DELETE_DIR_SUFFIX, partition_dir_name
+from spark_log.storage.cleaner.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
+from spark_log.storage.data_dir import lock_file, meta_properties, producer_id_block, topics_file
+from spark_log.storage.log.log_manager import CLEAN_SHUTDOWN_FILE, parse_partition_dir
+from spark_log.storage.log.partition_log import DELETE_DIR_SUFFIX, partition_dir_name
 
 from .errors import CliError
 from .output import print_json, progress
@@ -54,8 +54,8 @@ OFFSET_CHECKPOINTS = {RECOVERY_POINT_CHECKPOINT: "recovery point",
                       REPLICATION_OFFSET_CHECKPOINT: "high watermark",
                       CLEANER_OFFSET_CHECKPOINT: "cleaner offset"}
 BROKER_FILES = frozenset({
-    meta_properties.FILE_NAME, topic_metadata.FILE_NAME, producer_id_manager.FILE_NAME,
-    data_dir_lock.FILE_NAME, CLEAN_SHUTDOWN_FILE, sidecar.INFO_FILE, sidecar.LOCK_FILE,
+    meta_properties.FILE_NAME, topics_file.FILE_NAME, producer_id_block.FILE_NAME,
+    lock_file.FILE_NAME, CLEAN_SHUTDOWN_FILE, sidecar.INFO_FILE, sidecar.LOCK_FILE,
     sidecar.LOG_FILE, sidecar.PORT_FILE, *OFFSET_CHECKPOINTS})
 _NOT_OURS = ("-future", "-stray")  # Kafka's replica-movement directories; the broker skips them
 
@@ -162,13 +162,13 @@ def verify_data_dir(data_dir: Path) -> Report:
             bar.advance()
     for name, offsets in checkpoints.items():
         _check_offsets(data_dir / name, OFFSET_CHECKPOINTS[name], offsets, facts, report)
-    in_use = bool(partitions) or topic_metadata.FILE_NAME in names
+    in_use = bool(partitions) or topics_file.FILE_NAME in names
     if meta_properties.FILE_NAME not in special:
         _verify_meta_properties(data_dir / meta_properties.FILE_NAME, in_use, report)
-    if topic_metadata.FILE_NAME not in special:
-        _verify_topics(data_dir / topic_metadata.FILE_NAME, partitions, report)
-    if producer_id_manager.FILE_NAME not in special:
-        _verify_producer_id_block(data_dir / producer_id_manager.FILE_NAME, facts, report)
+    if topics_file.FILE_NAME not in special:
+        _verify_topics(data_dir / topics_file.FILE_NAME, partitions, report)
+    if producer_id_block.FILE_NAME not in special:
+        _verify_producer_id_block(data_dir / producer_id_block.FILE_NAME, facts, report)
     if partitions and running is None and CLEAN_SHUTDOWN_FILE not in names:
         report.note(data_dir, f"no clean-shutdown marker ({CLEAN_SHUTDOWN_FILE}): the broker "
                               "did not stop cleanly; its next start recovers the logs from "
@@ -289,7 +289,7 @@ def _verify_topics(path: Path, partitions: Mapping[TopicPartition, Path], report
                                  "topics with default configs (their configs are lost)")
         return
     try:
-        counts = {t.name: t.partitions for t in topic_metadata.read_topics_file(path)}
+        counts = {t.name: t.partitions for t in topics_file.read_topics_file(path)}
     except ConfigError as exc:  # the broker refuses to start
         report.problem(path, without_path(str(exc), path))
         return
@@ -319,7 +319,7 @@ def _verify_producer_id_block(path: Path, facts: Mapping[TopicPartition, Partiti
                                  "broker would hand them out again")
         return
     try:
-        end = producer_id_manager.read_block_end(path)
+        end = producer_id_block.read_block_end(path)
     except ConfigError as exc:  # the broker refuses to start
         report.problem(path, without_path(str(exc), path))
         return

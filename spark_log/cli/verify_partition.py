@@ -29,19 +29,23 @@ from spark_log.records import (
     read_end_transaction_marker,
     read_header,
 )
-from spark_log.storage.batch_check import batch_problems
 from spark_log.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from spark_log.storage.filesystem import DEFAULT_FS
-from spark_log.storage.leader_epoch import LeaderEpochCache
-from spark_log.storage.producer_snapshot import SNAPSHOT_FILE, CorruptSnapshotError, decode
-from spark_log.storage.segment import (
+from spark_log.storage.index.transaction_index import AbortedTxn, TransactionIndex
+from spark_log.storage.log.batch_check import batch_problems
+from spark_log.storage.log.leader_epoch import LeaderEpochCache
+from spark_log.storage.log.segment import (
     CLEANED_SUFFIX,
     DAMAGED_FILE,
     DELETED_SUFFIX,
     SEGMENT_FILE,
     SWAP_SUFFIX,
 )
-from spark_log.storage.transaction_index import AbortedTxn, TransactionIndex
+from spark_log.storage.producer_state.producer_snapshot import (
+    SNAPSHOT_FILE,
+    CorruptSnapshotError,
+    decode,
+)
 
 from .dump_index import (
     OffsetIndexCheck,

@@ -4,8 +4,8 @@ LogManager). Files only: storage takes a Clock and a FileSystem and never touche
 The broker's entry points are re-exported here.
 """
 
-from .append_info import AppendInfo, AppendOrigin
-from .errors import (
+from spark_log.storage.append_info import AppendInfo, AppendOrigin
+from spark_log.storage.errors import (
     CorruptRecordError,
     InvalidConfigurationError,
     InvalidRecordError,
@@ -19,13 +19,19 @@ from .errors import (
     UnexpectedAppendOffsetError,
     kafka_error_name,
 )
-from .file_records import EMPTY_SLICE, FetchSlice
-from .filesystem import DEFAULT_FS, FileSystem
-from .log_config import DEFAULT_CONFIG, DEFINITIONS, ConfigDefinition, ConfigType, LogConfig
-from .log_manager import LogManager
-from .log_validator import RecordValidator
-from .partition_log import PartitionLog
-from .timestamp_search import HEADER_ONLY, RecordSearch, TimestampAndOffset
+from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
+from spark_log.storage.log.file_records import EMPTY_SLICE, FetchSlice
+from spark_log.storage.log.log_config import (
+    DEFAULT_CONFIG,
+    DEFINITIONS,
+    ConfigDefinition,
+    ConfigType,
+    LogConfig,
+)
+from spark_log.storage.log.log_manager import LogManager
+from spark_log.storage.log.log_validator import RecordValidator
+from spark_log.storage.log.partition_log import PartitionLog
+from spark_log.storage.log.timestamp_search import HEADER_ONLY, RecordSearch, TimestampAndOffset
 
 __all__ = [
     "DEFAULT_CONFIG",

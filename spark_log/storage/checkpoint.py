@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from .filesystem import DEFAULT_FS, FileSystem
+from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
 
 VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_log.records import iter_batches
 from spark_log.records.batch_header import BatchHeader
-from spark_log.storage.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
+from spark_log.storage.cleaner.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
 from tests.broker.txn_support import unique, wait_until
 from tests.broker_process import BrokerProcess
 

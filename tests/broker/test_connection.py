@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from spark_log.broker.connection import Connection, Part, Peer
+from spark_log.broker.server.connection import Connection, Part, Peer
 from spark_log.protocol import ErrorCode, encode_request, spec_for
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import build
@@ -311,7 +311,7 @@ def test_a_region_arrives_byte_exact(partition_log: PartitionLog, contexts) -> N
 
 def ended_quietly(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     """The connection's own lines saying a peer went away."""
-    return [r for r in caplog.records if r.name == "spark_log.broker.connection"
+    return [r for r in caplog.records if r.name == "spark_log.broker.server.connection"
             and "ended" in r.getMessage() and r.levelno == logging.DEBUG]
 
 

@@ -23,8 +23,7 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_log.broker import transaction_log_records as txn_log
-from spark_log.broker.group_metadata_records import (
+from spark_log.broker.group.group_metadata_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -34,7 +33,8 @@ from spark_log.broker.group_metadata_records import (
     encode_key,
     encode_offset_commit_value,
 )
-from spark_log.broker.offsets_topic import partition_for
+from spark_log.broker.group.offsets_topic import partition_for
+from spark_log.broker.transaction import transaction_log_records as txn_log
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.records import Compression, Record, build_batch

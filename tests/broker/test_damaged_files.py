@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_log.broker.offsets_topic import partition_for
+from spark_log.broker.group.offsets_topic import partition_for
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.records.batch_header import iter_headers

@@ -19,12 +19,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_log.broker.group_metadata_records import (
+from spark_log.broker.group.group_metadata_records import (
     GroupMetadataKey,
     decode_group_metadata_value,
     decode_key,
 )
-from spark_log.broker.offsets_topic import OFFSETS_TOPIC, partition_for
+from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC, partition_for
 from tests.broker_process import BrokerProcess
 
 GROUP_CONFIG = {"group.initial.rebalance.delay.ms": "0",

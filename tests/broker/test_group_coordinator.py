@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from spark_log.broker.errors import KafkaError
-from spark_log.broker.group_coordinator_offsets import PartitionCommit
-from spark_log.broker.group_metadata_records import (
+from spark_log.broker.group.group_coordinator_offsets import PartitionCommit
+from spark_log.broker.group.group_metadata_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,

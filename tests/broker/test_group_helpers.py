@@ -12,15 +12,15 @@ from typing import Any
 
 from spark_log.broker.broker import Broker
 from spark_log.broker.broker_config import BrokerConfig
-from spark_log.broker.group_coordinator import GroupCoordinator
-from spark_log.broker.group_metadata_records import (
+from spark_log.broker.group.group_coordinator import GroupCoordinator
+from spark_log.broker.group.group_metadata_records import (
     OffsetCommitKey,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
 )
-from spark_log.broker.group_requests import JoinRequest, SyncRequest
-from spark_log.broker.offsets_topic import OFFSETS_TOPIC
+from spark_log.broker.group.group_requests import JoinRequest, SyncRequest
+from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
 from spark_log.clock import ManualClock
 from spark_log.records import iter_batches
 

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from spark_log.broker.group_metadata_records import (
+from spark_log.broker.group.group_metadata_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -21,7 +21,7 @@ from spark_log.broker.group_metadata_records import (
     encode_key,
     encode_offset_commit_value,
 )
-from spark_log.broker.offsets_topic import java_string_hash, kafka_abs, partition_for
+from spark_log.broker.group.offsets_topic import java_string_hash, kafka_abs, partition_for
 from spark_log.records import CorruptRecordError
 
 

@@ -18,15 +18,18 @@ import pytest
 from spark_log.broker.broker import Broker
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.errors import KafkaError
-from spark_log.broker.transaction_coordinator import ProducerIdAndEpoch, TransactionCoordinator
-from spark_log.broker.transaction_log_records import (
+from spark_log.broker.transaction.transaction_coordinator import (
+    ProducerIdAndEpoch,
+    TransactionCoordinator,
+)
+from spark_log.broker.transaction.transaction_log_records import (
     TransactionLogValue,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
-from spark_log.broker.transaction_metadata import (
+from spark_log.broker.transaction.transaction_metadata import (
     VALID_PREVIOUS,
     IllegalTransitionError,
     TransactionMetadata,
@@ -229,7 +232,7 @@ def test_state_table_allows_only_kafkas_transitions() -> None:
 @in_loop
 async def test_markers_that_cannot_be_written_are_retried_meanwhile_concurrent(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from spark_log.broker import transaction_coordinator as module
+    from spark_log.broker.transaction import transaction_coordinator as module
 
     async with running(tmp_path, wall_clock()) as broker:
         c = broker.transactions

@@ -12,8 +12,8 @@ import signal
 import sys
 
 from spark_log.clock import ManualClock
-from spark_log.storage.log_cleaner import LogCleaner
-from spark_log.storage.log_manager import LogManager
+from spark_log.storage.cleaner.log_cleaner import LogCleaner
+from spark_log.storage.log.log_manager import LogManager
 
 from .cleaner_support import StepFileSystem, clean_until_done, compact_config
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from spark_log.records import Compression, Record, build_batch, iter_batches
 from spark_log.records.batch_header import BatchHeader
-from spark_log.storage.cleaner import CleanerStats
+from spark_log.storage.cleaner.cleaner import CleanerStats
+from spark_log.storage.cleaner.log_cleaner import LogCleaner
 from spark_log.storage.filesystem import FileSystem
-from spark_log.storage.log_cleaner import LogCleaner
-from spark_log.storage.log_config import LogConfig
-from spark_log.storage.partition_log import PartitionLog
+from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.partition_log import PartitionLog
 
 from .batches import DEFAULT_TS
 

@@ -11,8 +11,8 @@ import pytest
 
 from spark_log.clock import ManualClock
 from spark_log.storage.filesystem import FileSystem
-from spark_log.storage.log_config import LogConfig
-from spark_log.storage.partition_log import PartitionLog
+from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.partition_log import PartitionLog
 
 from .batches import DEFAULT_TS
 

@@ -10,11 +10,11 @@ import struct
 
 import pytest
 
-from spark_log.storage.batch_check import CheckedRanges, check_batches
 from spark_log.storage.checkpoint import OffsetCheckpointFile
 from spark_log.storage.errors import KafkaStorageError
-from spark_log.storage.log_manager import LogManager
-from spark_log.storage.segment import Segment
+from spark_log.storage.log.batch_check import CheckedRanges, check_batches
+from spark_log.storage.log.log_manager import LogManager
+from spark_log.storage.log.segment import Segment
 
 from .batches import flip_byte, make_batch
 from .conftest import small_config

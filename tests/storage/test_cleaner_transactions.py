@@ -14,10 +14,10 @@ from spark_log.records.control_record import (
     build_end_transaction_batch,
 )
 from spark_log.storage.append_info import AppendOrigin
-from spark_log.storage.cleaner_transactions import TRANSACTIONAL_BATCH_POLICY
-from spark_log.storage.log_cleaner import LogCleaner
-from spark_log.storage.log_manager import LogManager
-from spark_log.storage.partition_log import PartitionLog
+from spark_log.storage.cleaner.cleaner_transactions import TRANSACTIONAL_BATCH_POLICY
+from spark_log.storage.cleaner.log_cleaner import LogCleaner
+from spark_log.storage.log.log_manager import LogManager
+from spark_log.storage.log.partition_log import PartitionLog
 
 from .batches import DEFAULT_TS
 from .cleaner_support import clean_until_done, compact_config, keyed_batch, read_all, write_updates

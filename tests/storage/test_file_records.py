@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spark_log.records.errors import CorruptRecordError
-from spark_log.storage.file_records import EMPTY_SLICE, FileRecords
+from spark_log.storage.log.file_records import EMPTY_SLICE, FileRecords
 
 from .batches import make_batch
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from spark_log.storage.errors import CorruptIndexError
-from spark_log.storage.offset_index import OffsetIndex
+from spark_log.storage.index.offset_index import OffsetIndex
 
 from .conftest import CountingFileSystem
 

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from spark_log.storage.leader_epoch import EpochEntry, LeaderEpochCache
+from spark_log.storage.log.leader_epoch import EpochEntry, LeaderEpochCache
 
 
 @pytest.fixture

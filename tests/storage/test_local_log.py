@@ -4,9 +4,9 @@ import os
 
 from spark_log.storage.append_info import AppendOrigin
 from spark_log.storage.filesystem import FileSystem
-from spark_log.storage.local_log import LocalLog
-from spark_log.storage.log_validator import validate_append
-from spark_log.storage.segment import Segment
+from spark_log.storage.log.local_log import LocalLog
+from spark_log.storage.log.log_validator import validate_append
+from spark_log.storage.log.segment import Segment
 
 from .batches import make_batch
 from .conftest import small_config

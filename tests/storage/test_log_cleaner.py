@@ -16,11 +16,11 @@ from spark_log.records.control_record import (
     build_end_transaction_batch,
 )
 from spark_log.storage.append_info import AppendOrigin
-from spark_log.storage.cleaner_config import CleanerConfig
-from spark_log.storage.log_cleaner import InlineDriver, LogCleaner
-from spark_log.storage.log_config import LogConfig
-from spark_log.storage.log_manager import LogManager
-from spark_log.storage.partition_log import PartitionLog
+from spark_log.storage.cleaner.cleaner_config import CleanerConfig
+from spark_log.storage.cleaner.log_cleaner import InlineDriver, LogCleaner
+from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.log_manager import LogManager
+from spark_log.storage.log.partition_log import PartitionLog
 
 from .batches import DEFAULT_TS
 from .cleaner_support import (

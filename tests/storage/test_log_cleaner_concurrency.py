@@ -13,12 +13,12 @@ from collections.abc import Iterator
 import pytest
 
 from spark_log.records.batch_header import BatchHeader
-from spark_log.storage.cleaner_batch_policy import DELETE_EMPTY, BatchDecision
-from spark_log.storage.cleaner_config import CleanerConfig
-from spark_log.storage.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
-from spark_log.storage.log_cleaner import LogCleaner
-from spark_log.storage.log_manager import LogManager
-from spark_log.storage.partition_log import PartitionLog
+from spark_log.storage.cleaner.cleaner_batch_policy import DELETE_EMPTY, BatchDecision
+from spark_log.storage.cleaner.cleaner_config import CleanerConfig
+from spark_log.storage.cleaner.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
+from spark_log.storage.cleaner.log_cleaner import LogCleaner
+from spark_log.storage.log.log_manager import LogManager
+from spark_log.storage.log.partition_log import PartitionLog
 
 from .cleaner_support import clean, compact_config, latest, read_all, updates_over, write_updates
 from .conftest import FaultyFileSystem

@@ -14,8 +14,8 @@ import pytest
 
 from spark_log.clock import ManualClock
 from spark_log.records import Record
-from spark_log.storage.log_cleaner import InlineDriver, LogCleaner
-from spark_log.storage.log_manager import LogManager
+from spark_log.storage.cleaner.log_cleaner import InlineDriver, LogCleaner
+from spark_log.storage.log.log_manager import LogManager
 
 from .cleaner_support import (
     CRASH_POINTS,

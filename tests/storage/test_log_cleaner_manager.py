@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_log.storage.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
-from spark_log.storage.log_cleaner import InlineDriver, LogCleaner
-from spark_log.storage.log_manager import LogManager
-from spark_log.storage.partition_log import PartitionLog
+from spark_log.storage.cleaner.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
+from spark_log.storage.cleaner.log_cleaner import InlineDriver, LogCleaner
+from spark_log.storage.log.log_manager import LogManager
+from spark_log.storage.log.partition_log import PartitionLog
 
 from .batches import DEFAULT_TS
 from .cleaner_support import clean, compact_config, read_all, updates_over, write_updates

@@ -6,7 +6,7 @@ import pytest
 
 from spark_log.records.batch_header import TimestampType
 from spark_log.storage.errors import InvalidConfigurationError
-from spark_log.storage.log_config import (
+from spark_log.storage.log.log_config import (
     BY_NAME,
     DEFAULT_CONFIG,
     DEFINITIONS,

@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from spark_log.storage.errors import KafkaStorageError
-from spark_log.storage.log_dir_failure import LogDirFailure
+from spark_log.storage.log.log_dir_failure import LogDirFailure
 
 
 def test_an_os_error_fails_the_directory_for_good(caplog: pytest.LogCaptureFixture) -> None:

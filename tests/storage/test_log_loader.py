@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from spark_log.storage.filesystem import DEFAULT_FS
-from spark_log.storage.log_config import LogConfig
-from spark_log.storage.log_loader import LoadedLog, load_segments
-from spark_log.storage.segment import Segment
+from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.log_loader import LoadedLog, load_segments
+from spark_log.storage.log.segment import Segment
 
 from .batches import make_batch
 from .conftest import CountingFileSystem, open_log, small_config

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from spark_log.storage.errors import KafkaStorageError
-from spark_log.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, parse_partition_dir
+from spark_log.storage.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, parse_partition_dir
 
 from .batches import make_batch
 from .conftest import CountingFileSystem, FaultyFileSystem, small_config

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_log.storage.log_segments import LogSegments
-from spark_log.storage.segment import Segment
+from spark_log.storage.log.log_segments import LogSegments
+from spark_log.storage.log.segment import Segment
 
 from .conftest import small_config
 

@@ -23,9 +23,9 @@ from spark_log.storage.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from spark_log.storage.log_config import LogConfig
-from spark_log.storage.log_validator import validate_append
-from spark_log.storage.record_checks import validate_records
+from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.log_validator import validate_append
+from spark_log.storage.log.record_checks import validate_records
 
 from .batches import DEFAULT_TS, make_batch
 from .conftest import small_config

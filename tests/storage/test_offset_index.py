@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from spark_log.storage.errors import CorruptIndexError
-from spark_log.storage.offset_index import OffsetIndex, OffsetPosition
+from spark_log.storage.index.offset_index import OffsetIndex, OffsetPosition
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_log.storage.partition_log import PartitionLog
-from spark_log.storage.timestamp_search import TimestampAndOffset
+from spark_log.storage.log.partition_log import PartitionLog
+from spark_log.storage.log.timestamp_search import TimestampAndOffset
 
 from .batches import DEFAULT_TS, make_batch
 from .conftest import open_log, small_config

@@ -13,9 +13,9 @@ from spark_log.storage.errors import (
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
-from spark_log.storage.leader_epoch import EpochEntry
-from spark_log.storage.log_dir_failure import LogDirFailure
-from spark_log.storage.partition_log import PartitionLog, delete_dir_name
+from spark_log.storage.log.leader_epoch import EpochEntry
+from spark_log.storage.log.log_dir_failure import LogDirFailure
+from spark_log.storage.log.partition_log import PartitionLog, delete_dir_name
 
 from .batches import DEFAULT_TS, make_batch
 from .conftest import FaultyFileSystem, open_log, small_config

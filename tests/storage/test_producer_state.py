@@ -23,11 +23,11 @@ from spark_log.storage.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from spark_log.storage.file_records import EMPTY_SLICE, slice_next_offset
-from spark_log.storage.log_config import LogConfig
-from spark_log.storage.partition_log import PartitionLog
-from spark_log.storage.producer_snapshot import decode, encode, list_snapshots
-from spark_log.storage.producer_state_entry import BatchMetadata, ProducerStateEntry
+from spark_log.storage.log.file_records import EMPTY_SLICE, slice_next_offset
+from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.partition_log import PartitionLog
+from spark_log.storage.producer_state.producer_snapshot import decode, encode, list_snapshots
+from spark_log.storage.producer_state.producer_state_entry import BatchMetadata, ProducerStateEntry
 
 from .batches import DEFAULT_TS, make_batch
 from .conftest import open_log, small_config

@@ -8,9 +8,9 @@ import pytest
 from spark_log.records import Compression, Record, TimestampType, build_batch, read_header
 from spark_log.storage.append_info import AppendOrigin
 from spark_log.storage.errors import InvalidRecordError, InvalidTimestampError, RecordError
-from spark_log.storage.log_config import LONG_MAX, LogConfig
-from spark_log.storage.log_validator import ValidatedAppend, validate_append
-from spark_log.storage.record_checks import RECORD_TIMESTAMP_SEARCH, validate_records
+from spark_log.storage.log.log_config import LONG_MAX, LogConfig
+from spark_log.storage.log.log_validator import ValidatedAppend, validate_append
+from spark_log.storage.log.record_checks import RECORD_TIMESTAMP_SEARCH, validate_records
 
 from .batches import DEFAULT_TS
 from .conftest import open_log, small_config

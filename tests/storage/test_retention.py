@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_log.storage.retention import (
+from spark_log.storage.log.retention import (
     below_log_start,
     deletable_segments,
     over_retention_bytes,

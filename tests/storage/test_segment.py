@@ -8,9 +8,9 @@ import pytest
 
 from spark_log.clock import ManualClock
 from spark_log.records.batch_header import read_header
-from spark_log.storage.log_config import LogConfig
-from spark_log.storage.segment import Segment, segment_file_name
-from spark_log.storage.timestamp_search import HEADER_ONLY
+from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.segment import Segment, segment_file_name
+from spark_log.storage.log.timestamp_search import HEADER_ONLY
 
 from .batches import DEFAULT_TS, make_batch
 from .conftest import CountingFileSystem, small_config

@@ -4,8 +4,8 @@ import os
 
 from spark_log.records.batch_header import read_header
 from spark_log.storage.filesystem import DEFAULT_FS
-from spark_log.storage.segment import Segment
-from spark_log.storage.segment_deleter import SegmentDeleter
+from spark_log.storage.log.segment import Segment
+from spark_log.storage.log.segment_deleter import SegmentDeleter
 
 from .batches import make_batch
 from .conftest import small_config

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from spark_log.clock import ManualClock
 from spark_log.records.batch_header import iter_headers, read_header
-from spark_log.storage.log_config import LogConfig
-from spark_log.storage.segment import Segment
+from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.segment import Segment
 
 from .batches import DEFAULT_TS, make_batch
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from spark_log.storage.filesystem import DEFAULT_FS
-from spark_log.storage.swap_recovery import recover_interrupted_swaps
+from spark_log.storage.log.swap_recovery import recover_interrupted_swaps
 
 from .batches import make_batch
 

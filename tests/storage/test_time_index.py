@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spark_log.storage.errors import CorruptIndexError
-from spark_log.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from spark_log.storage.index.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 
 @pytest.fixture

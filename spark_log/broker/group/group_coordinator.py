@@ -1,0 +1,315 @@
+"""The group coordinator: the public face of consumer groups on this broker.
+
+One object per broker (`broker.groups`) answers every group API — membership (JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup), group administration (ListGroups, DescribeGroups,
+DeleteGroups), offsets (OffsetCommit, OffsetFetch, OffsetDelete) and, for the transaction
+coordinator, transactional offset commits and their completion. Handlers translate wire versions
+to these calls; this module applies Kafka's request-level rules (coordinator active, group id
+valid, session timeout in range, partition loaded) and then delegates: the rebalance protocol to
+`group_membership`, memory and `__consumer_offsets` to `group_coordinator_state`, offset rules to
+`group_coordinator_offsets`.
+
+Timeouts run on the broker's injectable clock through one timer task; at start every existing
+`__consumer_offsets` partition is replayed in the background and requests for a group whose
+partition is not loaded yet get COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from spark_log.broker.errors import KafkaError
+from spark_log.broker.group.group import ClassicGroup, GroupState, Responder
+from spark_log.broker.group.group_coordinator_offsets import OffsetOperations
+from spark_log.broker.group.group_coordinator_state import CoordinatorState
+from spark_log.broker.group.group_membership import GroupMembership
+from spark_log.broker.group.group_requests import (
+    GroupSettings,
+    JoinRequest,
+    SyncRequest,
+    join_error,
+    sync_error,
+)
+from spark_log.broker.group.group_timer import CoordinatorTimer
+from spark_log.broker.group.offset_store import OffsetAndMetadata, TopicPartition
+from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
+from spark_log.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from spark_log.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_TIMER_SLEEP_S = 0.25
+CLASSIC_GROUP_TYPE = "classic"
+# ACL operations a group supports (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) as
+# Kafka's 32-bit field; without an authorizer every one is allowed.
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << code for code in (3, 6, 8, 10, 11))
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group as `spark-log groups describe` and metrics see it."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str | None
+    generation: int
+    leader: str | None
+    members: tuple[MemberDescription, ...]
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+
+
+class GroupCoordinator(OffsetOperations):
+    """Invariant: while active, every `__consumer_offsets` partition is either loaded (its
+    groups are in memory) or in `state.loading`. Event-loop only."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.clock = broker.clock
+        self.state = CoordinatorState(broker)
+        self._wakeup: asyncio.Future[None] | None = None
+        self.timer = CoordinatorTimer(broker.clock, on_change=self._wake)
+        self.settings = GroupSettings.from_config(broker.config)
+        self.membership = GroupMembership(self.state.groups, self.state, self.timer, self.clock,
+                                          self.settings)
+        self._active = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        return self.state.groups
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start serving; existing partitions load in the background."""
+        self._active = True
+        if self.state.topic_exists():
+            self.state.loading = set(range(self.state.partitions))
+            self._tasks.append(asyncio.create_task(self._load_all()))
+        self._tasks.append(asyncio.create_task(self._drive_timers()))
+
+    async def stop(self) -> None:
+        """Stop serving: parked JoinGroup/SyncGroup requests get NOT_COORDINATOR."""
+        self._active = False
+        for group in list(self.groups.values()):
+            if not group.is_in(GroupState.DEAD):
+                self.membership.unload(group)
+        self.groups.clear()
+        self.timer.clear()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _load_all(self) -> None:
+        for partition in sorted(self.state.loading):
+            started = time.monotonic()
+            try:
+                await self.state.load(partition)
+            except Exception:
+                log.exception("Loading %s-%d failed", OFFSETS_TOPIC, partition)
+            for group in self.groups.values():
+                if self.state.partition_of(group.group_id) == partition:
+                    self.membership.on_loaded(group)
+            self.state.loading.discard(partition)
+            log.info("Finished loading offsets and group metadata from %s-%d in %d ms",
+                     OFFSETS_TOPIC, partition, (time.monotonic() - started) * 1000)
+
+    async def _drive_timers(self) -> None:
+        """Run due timeouts; sleep until the next deadline (at most MAX_TIMER_SLEEP_S, so a
+        clock moved by hand is noticed) or until a new timeout is scheduled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            self.timer.run_due()
+            deadline = self.timer.next_deadline()
+            wait = MAX_TIMER_SLEEP_S if deadline is None else \
+                min(MAX_TIMER_SLEEP_S, max(0, deadline - self.clock.monotonic_ms()) / 1000)
+            self._wakeup = wakeup = loop.create_future()
+            handle = loop.call_later(wait, self._wake)
+            try:
+                await wakeup
+            finally:
+                handle.cancel()
+                self._wakeup = None
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def loaded(self) -> bool:
+        return not self.state.loading
+
+    # ---- request checks ---------------------------------------------------------------------
+    def ensure_ready(self, group_id: str) -> None:
+        """Raise the error Kafka answers when this coordinator cannot serve `group_id` now."""
+        if not self._active:
+            raise KafkaError(ErrorCode.coordinator_not_available)
+        try:
+            self.state.ensure_topic()
+        except Exception as e:
+            log.error("Cannot create %s: %s", OFFSETS_TOPIC, e)
+            raise KafkaError(ErrorCode.coordinator_not_available) from e
+        if self.state.partition_of(group_id) in self.state.loading:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress)
+
+    def partition_for(self, group_id: str) -> int:
+        """The `__consumer_offsets` partition holding `group_id` (for AddOffsetsToTxn)."""
+        return self.state.partition_of(group_id)
+
+    def find_coordinator(self) -> ErrorCode:
+        """FindCoordinator for a group: create the topic on first use; this broker leads."""
+        try:
+            self.ensure_ready("")
+        except KafkaError as e:
+            if e.code != ErrorCode.coordinator_load_in_progress:
+                return e.code
+        return ErrorCode.none
+
+    # ---- membership -------------------------------------------------------------------------
+    async def join_group(self, req: JoinRequest) -> dict[str, Any]:
+        try:
+            if not req.group_id:
+                raise KafkaError(ErrorCode.invalid_group_id)
+            if not self.settings.min_session_timeout_ms <= req.session_timeout_ms <= \
+                    self.settings.max_session_timeout_ms:
+                raise KafkaError(ErrorCode.invalid_session_timeout)
+            self.ensure_ready(req.group_id)
+        except KafkaError as e:
+            return join_error(e.code, req.member_id)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.membership.join(req, _resolver(future))
+        return await future
+
+    async def sync_group(self, req: SyncRequest) -> dict[str, Any]:
+        try:
+            self._ready_for_group(req.group_id)
+        except KafkaError as e:
+            return sync_error(e.code)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.membership.sync(req, _resolver(future))
+        return await future
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                  generation: int) -> ErrorCode:
+        try:
+            self._ready_for_group(group_id)
+        except KafkaError as e:
+            return e.code
+        return self.membership.heartbeat(group_id, member_id, instance_id, generation)
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]
+                    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """(group error, per-member errors) for LeaveGroup's (member id, instance id) pairs."""
+        try:
+            self._ready_for_group(group_id)
+        except KafkaError as e:
+            return e.code, []
+        return self.membership.leave(group_id, members)
+
+    def _ready_for_group(self, group_id: str) -> None:
+        if not group_id:
+            raise KafkaError(ErrorCode.invalid_group_id)
+        self.ensure_ready(group_id)
+
+    # ---- groups -----------------------------------------------------------------------------
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
+                    ) -> tuple[ErrorCode, list[dict[str, str]]]:
+        if not self._active:
+            return ErrorCode.coordinator_not_available, []
+        if self.state.loading:
+            return ErrorCode.coordinator_load_in_progress, []
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
+            return ErrorCode.none, []
+        return ErrorCode.none, [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+             "group_state": g.state.value, "group_type": CLASSIC_GROUP_TYPE}
+            for g in self.groups.values()
+            if not wanted_states or g.state.value.lower() in wanted_states]
+
+    def describe_groups(self, group_ids: Iterable[str], api_version: int) -> list[dict[str, Any]]:
+        return [self._describe(group_id, api_version) for group_id in group_ids]
+
+    def _describe(self, group_id: str, api_version: int) -> dict[str, Any]:
+        described: dict[str, Any] = {"group_id": group_id, "error_code": ErrorCode.none,
+                                     "error_message": None, "group_state": "",
+                                     "protocol_type": "", "protocol_data": "", "members": []}
+        try:
+            self.ensure_ready(group_id)
+        except KafkaError as e:
+            return {**described, "error_code": e.code}
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            if api_version >= 6:
+                return {**described, "error_code": ErrorCode.group_id_not_found,
+                        "error_message": f"Group {group_id} not found."}
+            return {**described, "group_state": GroupState.DEAD.value}
+        stable = group.is_in(GroupState.STABLE)
+        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id, "client_host": m.client_host,
+                    "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment} for m in group.members.values()]
+        return {**described, "group_state": group.state.value,
+                "protocol_type": group.protocol_type or "",
+                "protocol_data": (group.protocol_name or "") if stable else "",
+                "members": members}
+
+    def delete_groups(self, group_ids: Iterable[str]) -> list[ErrorCode]:
+        return [self._delete_group(group_id) for group_id in group_ids]
+
+    def _delete_group(self, group_id: str) -> ErrorCode:
+        try:
+            self.ensure_ready(group_id)
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(GroupState.DEAD):
+                raise KafkaError(ErrorCode.group_id_not_found)
+            if not group.is_empty():
+                raise KafkaError(ErrorCode.non_empty_group)
+            self.state.delete_group(group)
+        except KafkaError as e:
+            return e.code
+        log.info("Group %s deleted", group_id)
+        return ErrorCode.none
+
+    # ---- queries (CLI, metrics) -------------------------------------------------------------
+    def group_ids(self) -> list[str]:
+        return sorted(self.groups)
+
+    def describe_group(self, group_id: str) -> GroupDescription | None:
+        """State, protocol, members and committed offsets of a group; None if unknown."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        members = tuple(MemberDescription(m.member_id, m.group_instance_id, m.client_id,
+                                          m.client_host, m.metadata(group.protocol_name),
+                                          m.assignment) for m in group.members.values())
+        return GroupDescription(group_id, group.state.value, group.protocol_type or "",
+                                group.protocol_name, group.generation, group.leader_id, members,
+                                self.state.offsets.group_offsets(group_id))
+
+
+def _resolver(future: asyncio.Future[dict[str, Any]]) -> Responder:
+    def resolve(response: dict[str, Any]) -> None:
+        if not future.done():
+            future.set_result(response)
+
+    return resolve

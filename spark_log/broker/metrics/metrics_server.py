@@ -1,0 +1,48 @@
+"""A minimal HTTP endpoint on the broker's event loop that serves `/metrics` to Prometheus.
+
+It runs on the same loop as the broker, so the scrape-time gauges read broker state without
+locks; anything but `GET /metrics` (or `/`) gets 404, and a request head over 8 KiB is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from spark_log.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+MAX_HEAD = 8192
+
+
+async def serve_metrics(broker: Broker, host: str, port: int) -> asyncio.Server:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            if len(head) > MAX_HEAD:
+                return
+            method, _, rest = head.decode("latin-1").partition(" ")
+            path = rest.partition(" ")[0].split("?")[0]
+            if method == "GET" and path in ("/metrics", "/"):
+                body = generate_latest(broker.metrics.registry)
+                status, ctype = "200 OK", CONTENT_TYPE_LATEST
+            else:
+                body, status, ctype = b"not found\n", "404 Not Found", "text/plain"
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: "
+                         f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
+                ConnectionError, UnicodeDecodeError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, host, port, limit=MAX_HEAD)
+    broker.metrics.count_records_out = True  # someone will read it now
+    log.info("Serving Prometheus metrics on http://%s:%d/metrics", host,
+             server.sockets[0].getsockname()[1])
+    return server

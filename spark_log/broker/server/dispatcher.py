@@ -1,0 +1,74 @@
+"""From a request frame to response frame parts: parse, check the version, call the handler, encode.
+
+An API version the broker does not serve closes the connection (as Kafka does), except
+ApiVersions, which gets the v0 error reply listing our range so the client can retry. A handler
+returns a version-independent dict that is built into the response entity of the request's
+version (`entity_build.build`); Fetch responses are encoded as parts so record bytes go out with
+`os.sendfile`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from spark_log.broker.server.handlers import Handler
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.protocol import (
+    ApiSet,
+    ProtocolError,
+    decode_request_body,
+    encode_api_versions_unsupported,
+    encode_fetch_response,
+    encode_response,
+    parse_request,
+    spec_for,
+)
+from spark_log.protocol.api_keys import ApiKey
+from spark_log.protocol.entity_build import build
+
+if TYPE_CHECKING:
+    from spark_log.broker.broker import Broker
+    from spark_log.broker.server.connection import Part, Peer
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    """Routes requests to handlers. Stateless apart from the handler table and API set."""
+
+    def __init__(self, broker: Broker, handlers: Mapping[int, Handler]) -> None:
+        self._broker = broker
+        self._handlers = dict(handlers)
+        self.api_set = ApiSet(self._handlers, topic_ids=True)
+
+    async def respond(self, frame: memoryview, peer: Peer) -> Sequence[Part] | None:
+        header, body = parse_request(frame)
+        if not self.api_set.accepts(header.api_key, header.api_version):
+            if header.api_key == ApiKey.API_VERSIONS:
+                return [encode_api_versions_unsupported(header.correlation_id)]
+            raise ProtocolError(
+                f"unsupported request: API key {header.api_key} version {header.api_version} "
+                f"from client {header.client_id!r}"
+            )
+        request = decode_request_body(header, body)
+        ctx = RequestContext(header, peer, self._broker)
+        started = time.perf_counter()
+        value = await self._handlers[header.api_key](ctx, request)
+        self._broker.metrics.observe_request(header.api_key, time.perf_counter() - started)
+        if value is None:
+            return None
+        if isinstance(value, bytes):  # a hot-path handler encoded its own frame (Produce)
+            return [value]
+        return self._encode(header.api_key, header.api_version, header.correlation_id, value)
+
+    @staticmethod
+    def _encode(api_key: int, version: int, correlation_id: int, value: Any) -> list[Part]:
+        spec = spec_for(api_key)
+        assert spec is not None
+        response = build(spec.response_type(version), value)
+        if api_key == ApiKey.FETCH:
+            return encode_fetch_response(correlation_id, response)
+        return [encode_response(correlation_id, response)]

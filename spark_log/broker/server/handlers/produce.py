@@ -1,0 +1,70 @@
+"""Produce: append each partition's record batches and answer with their base offsets.
+
+Batches stay bytes end to end: storage validates headers and CRCs and patches offsets in place.
+An error in one partition (unknown partition, corrupt batch, too large, invalid records) is that
+partition's answer alone. A batch refused for some of its records (KIP-467) is answered as
+Kafka does: the error, the records' indexes and messages, the log start offset. acks=0 gets no
+response, so — as Kafka does — a failed acks=0 produce closes the connection, the only way the
+producer can notice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_log.broker.errors import KafkaError, error_code_for, error_message_for
+from spark_log.broker.server.handlers.registry import handles
+from spark_log.protocol import ErrorCode, ProtocolError
+from spark_log.protocol.api_keys import ApiKey
+from spark_log.protocol.produce_response import PartitionResult, encode_produce_response
+from spark_log.storage.errors import StorageError
+
+VALID_ACKS = (-1, 0, 1)
+
+
+@handles(ApiKey.PRODUCE)
+async def handle_produce(ctx: Any, request: Any) -> bytes | None:
+    broker = ctx.broker
+    acks = request.acks
+    results = []
+    for topic in request.topic_data:
+        answers = [_append(broker, topic.name, data.index, data.records, acks)
+                   for data in topic.partition_data]
+        results.append((topic.name, answers))
+    if acks == 0:
+        failed = [f"{name}-{a.index}: {a.error_message}" for name, answers in results
+                  for a in answers if a.error_code != ErrorCode.none]
+        if failed:
+            raise ProtocolError(f"acks=0 produce failed ({'; '.join(failed)})")
+        return None
+    return encode_produce_response(ctx.header.correlation_id, ctx.version, results)
+
+
+def _append(broker: Any, topic: str, partition: int, records: Any,
+            acks: int) -> PartitionResult:
+    try:
+        if acks not in VALID_ACKS:
+            raise KafkaError(ErrorCode.invalid_required_acks,
+                             f"acks must be -1, 0 or 1, not {acks}")
+        info = broker.topics.metadata.get(topic)
+        if info is not None and info.internal:
+            raise KafkaError(ErrorCode.invalid_topic_exception,
+                             f"Cannot append to internal topic {topic}")
+        if records is None:
+            raise KafkaError(ErrorCode.corrupt_message, "the partition's records are null")
+        result = broker.replicas.append(topic, partition, records)
+    except Exception as exc:
+        if broker.topics.metadata.get(topic) is not None:  # as Kafka: no series for unknown
+            broker.metrics.record_failed_produce(topic)
+        return _refused(broker, topic, partition, exc)
+    broker.metrics.record_produce(topic, result.size_bytes, result.record_count)
+    return PartitionResult(partition, ErrorCode.none, result.first_offset,
+                           result.log_append_time, result.log_start_offset, None)
+
+
+def _refused(broker: Any, topic: str, partition: int, exc: Exception) -> PartitionResult:
+    record_errors = exc.record_errors if isinstance(exc, StorageError) else ()
+    # Kafka's answer to records refused by validation carries the partition's log start offset
+    log_start = broker.replicas.log(topic, partition).log_start_offset if record_errors else -1
+    return PartitionResult(partition, error_code_for(exc), -1, -1, log_start,
+                           error_message_for(exc), record_errors)

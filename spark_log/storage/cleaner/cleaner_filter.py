@@ -1,0 +1,132 @@
+"""The cleaner's decision for each batch and record of the log it rewrites (the record half of
+Kafka's cleaner RecordFilter, and MemoryRecords.filterTo driving it).
+
+A record is kept when it is past the offset map (mapped later rounds), or when it is the
+latest record of its key in the map (or its key is not in the map) and it has a value or is a
+tombstone whose delete horizon has not passed. Records without a key are removed.
+
+Tombstones: the first time a batch holding a kept tombstone is rewritten, it gets a delete
+horizon of now + delete.retention.ms (KIP-534); once a later round runs past that horizon its
+tombstones are removed. So a tombstone stays readable for at least delete.retention.ms after
+the round that first cleaned it.
+
+A batch whose records all survive, and that needs no horizon, is copied as it is (no decode of
+values, no new CRC); otherwise it is rebuilt from the kept records' bytes. Whole batches are
+dropped, or kept empty, as the `BatchPolicy` says; the last batch of the cleaning round is
+always kept, empty if need be, so the round's end offset stays visible in the log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_log.records.batch_header import BatchHeader, read_header
+from spark_log.records.batch_rewrite import (
+    HAS_VALUE,
+    KEY,
+    OFFSET,
+    RecordSpan,
+    empty_batch,
+    rebuild_batch,
+    scan_record_spans,
+)
+from spark_log.records.record_batch import BatchView
+from spark_log.storage.cleaner.cleaner_batch_policy import BatchPolicy, BatchRetention
+from spark_log.storage.cleaner.cleaner_offset_map import OffsetMap
+from spark_log.storage.filesystem import Buffer
+
+
+@dataclass
+class FilterStats:
+    """Counts of one rewrite walk (Kafka's CleanerStats, rewrite half)."""
+
+    messages_read: int = 0
+    bytes_read: int = 0
+    messages_retained: int = 0
+    bytes_retained: int = 0
+    batches_rebuilt: int = 0
+    batches_emptied: int = 0
+
+
+class RecordFilter:
+    """Filters the batches of one cleaning round in offset order.
+
+    Thread-safety: none; owned by the round's worker. Reads the offset map without changing it.
+    """
+
+    def __init__(self, offset_map: OffsetMap, policy: BatchPolicy, *, now_ms: int,
+                 delete_retention_ms: int, upper_bound_offset: int) -> None:
+        self.map = offset_map
+        self.policy = policy
+        self.now_ms = now_ms
+        self.horizon_ms = now_ms + delete_retention_ms
+        self.upper_bound = upper_bound_offset
+        self.stats = FilterStats()
+        self.kept_markers: set[int] = set()  # offsets of the control records written
+
+    def filter_batch(self, view: BatchView) -> tuple[Buffer, BatchHeader] | None:
+        """What to write for the batch: its own bytes, a rebuilt or an empty batch (with its
+        header), or None."""
+        stats = self.stats
+        stats.bytes_read += view.size
+        stats.messages_read += view.header.records_count
+        kept = self._filter_batch(view)
+        if kept is None:
+            return None
+        header = view.header if isinstance(kept, memoryview) else read_header(kept)
+        stats.bytes_retained += header.size
+        stats.messages_retained += header.records_count
+        return kept, header
+
+    def _filter_batch(self, view: BatchView) -> Buffer | None:
+        """The batch's replacement: its own bytes, a rebuilt batch, an empty one, or None."""
+        header = view.header
+        decision = self.policy.check_batch(header)
+        retention = decision.retention
+        discard = decision.discard_records or retention is BatchRetention.DELETE
+        if header.next_offset == self.upper_bound:
+            retention = BatchRetention.RETAIN_EMPTY
+        elif retention is BatchRetention.DELETE:
+            return None
+        view.verify_crc()
+        if discard or header.records_count == 0:
+            return self._empty_or_none(header, retention)
+        section = view.records_section()
+        spans = scan_record_spans(section, header.records_count, header.base_offset)
+        if header.is_control:
+            kept = spans
+            tombstones = decision.contains_marker_for_empty_txn
+            self.kept_markers.update(span[OFFSET] for span in spans)
+        else:
+            kept, tombstones = self._kept_records(header, spans)
+            tombstones = tombstones or decision.contains_marker_for_empty_txn
+        if not kept:
+            return self._empty_or_none(header, retention)
+        needs_horizon = tombstones and not header.has_delete_horizon
+        if len(kept) == len(spans) and not needs_horizon:
+            return view.raw
+        self.stats.batches_rebuilt += 1
+        return rebuild_batch(header, section, kept,
+                             delete_horizon_ms=self.horizon_ms if needs_horizon else None)
+
+    def _kept_records(self, header: BatchHeader, spans: list[RecordSpan]
+                      ) -> tuple[list[RecordSpan], bool]:
+        """The records to keep and whether a tombstone is among them."""
+        latest = self.map.latest_offset
+        lookup = self.map.lookup
+        keep_deletes = not header.has_delete_horizon or self.now_ms < header.base_timestamp
+        kept = []
+        tombstones = False
+        for span in spans:
+            offset, key, has_value = span[OFFSET], span[KEY], span[HAS_VALUE]
+            if offset > latest or (key is not None and offset >= lookup(key, -1)
+                                   and (has_value or keep_deletes)):
+                kept.append(span)
+                tombstones = tombstones or not has_value
+        return kept, tombstones
+
+    def _empty_or_none(self, header: BatchHeader, retention: BatchRetention) -> bytes | None:
+        if retention is not BatchRetention.RETAIN_EMPTY:
+            return None
+        self.stats.batches_emptied += 1
+        return empty_batch(header)

@@ -1,0 +1,147 @@
+"""The leader epoch cache of one partition: which leader epoch began at which offset.
+
+Kafka's LeaderEpochFileCache, persisted in the partition's `leader-epoch-checkpoint`
+(`epoch start_offset` lines). Appends stamped with a new epoch add an entry; truncation and log
+start offset moves trim it. Replication (OffsetForLeaderEpoch) uses `end_offset_for`; ListOffsets
+uses `epoch_for_offset` and `latest_epoch`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from itertools import pairwise
+from typing import NamedTuple
+
+from spark_log.storage.checkpoint import CheckpointFile, CorruptCheckpointError
+from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
+
+log = logging.getLogger(__name__)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    """Entries ordered by epoch, with strictly increasing epochs and start offsets (invariant).
+
+    Assignments are written to disk before `assign` returns (like Kafka's synchronous flush);
+    trims are written at once too, since they are rare. Not thread-safe: owned by one log.
+    """
+
+    def __init__(self, path: str, fs: FileSystem = DEFAULT_FS) -> None:
+        self._file = CheckpointFile(path, fs)
+        # Why the file did not parse, if it did not: its owner rebuilds it from the log.
+        self.problem: str | None = None
+        try:
+            entries = self._file.read_lines(lambda f: EpochEntry(int(f[0]), int(f[1])), 2)
+            _check_increasing(path, entries)
+        except CorruptCheckpointError as e:
+            entries = []
+            self.problem = str(e)
+        self._entries: list[EpochEntry] = entries
+
+    @property
+    def damaged(self) -> bool:
+        return self.problem is not None
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that `epoch` starts at `start_offset` if that is news; True if it changed.
+
+        A new entry removes any entries that conflict with it (epoch or start offset not below
+        it), as Kafka does when a new leader's epoch supersedes divergent history.
+        """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
+        latest = self._entries[-1] if self._entries else None
+        if latest is not None and epoch == latest.epoch and start_offset >= latest.start_offset:
+            return False
+        kept = [e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset]
+        removed = self._entries[len(kept):]
+        if len(removed) > 1 or (removed and removed[0].start_offset != start_offset):
+            log.warning("New epoch entry %s caused truncation of conflicting entries %s",
+                        (epoch, start_offset), removed)
+        self._entries = [*kept, EpochEntry(epoch, start_offset)]
+        self._write()
+        return True
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch whose range holds `offset` (None before the first entry)."""
+        found = None
+        for entry in self._entries:
+            if entry.start_offset > offset:
+                break
+            found = entry.epoch
+        return found
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) answering OffsetForLeaderEpoch, as Kafka computes it."""
+        if epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if epoch == self._entries[-1].epoch:
+            return epoch, log_end_offset
+        higher = next((e for e in self._entries if e.epoch > epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        floor = [e for e in self._entries if e.epoch <= epoch]
+        return (floor[-1].epoch if floor else epoch), higher.start_offset
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after `end_offset` (the log was truncated there)."""
+        kept = [e for e in self._entries if e.start_offset < end_offset]
+        if len(kept) != len(self._entries):
+            self._entries = kept
+            self._write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drop entries wholly below a new log start offset; the last of them is moved up to
+        start there, so the epoch of the first remaining offset stays known."""
+        below = [e for e in self._entries if e.start_offset <= start_offset]
+        if not below or (len(below) == 1 and below[0].start_offset == start_offset):
+            return
+        rest = self._entries[len(below):]
+        self._entries = [EpochEntry(below[-1].epoch, start_offset), *rest]
+        self._write()
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries = []
+            self._write()
+
+    def rebuild(self, epochs: Iterable[tuple[int, int]]) -> None:
+        """Replace every entry by those of (epoch, base offset) of the log's batches, in offset
+        order, and write the file."""
+        self._entries = []
+        for epoch, offset in epochs:
+            latest = self.latest_epoch()
+            if epoch >= 0 and (latest is None or epoch > latest):
+                self._entries.append(EpochEntry(epoch, offset))
+        self._write()
+        self.problem = None
+
+    def _write(self) -> None:
+        self._file.write_lines([f"{e.epoch} {e.start_offset}" for e in self._entries])
+
+
+def _check_increasing(path: str, entries: list[EpochEntry]) -> None:
+    for before, after in pairwise(entries):
+        if not (before.epoch < after.epoch and before.start_offset < after.start_offset):
+            raise CorruptCheckpointError(f"{path}: entries {tuple(before)} and {tuple(after)} "
+                                         f"do not both increase")
+    if any(e.epoch < 0 or e.start_offset < 0 for e in entries):
+        raise CorruptCheckpointError(f"{path}: a negative epoch or start offset")
