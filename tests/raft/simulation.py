@@ -1,0 +1,408 @@
+"""A deterministic simulator of the controller quorum: real `RaftReplica` state machines, a
+simulated network that drops, delays, duplicates and reorders messages and cuts links, replicas
+that crash and restart with only what they made durable, and a checker of Raft's promises.
+
+Everything random comes from one seed, so a failing seed replays exactly:
+
+    .venv/bin/python -m tests.raft.simulation --seed 1234 --trace     # one seed, with a trace
+    .venv/bin/python -m tests.raft.simulation --seeds 0:100000         # the long run
+
+The checker holds, at every step: at most one leader per epoch; a committed record is never
+lost or changed (every commit a replica announces agrees with every earlier one, and every newly
+elected leader holds all of them); every replica's applied records are a prefix of the committed
+log; a replica's high watermark never goes back. After the faults stop, a leader is elected,
+commits new records, and every replica applies everything committed (liveness).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import random
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from spark_log.raft.actions import (
+    Action,
+    AppendBatches,
+    Commit,
+    FlushLog,
+    InstallSnapshot,
+    LeaderChange,
+    PersistElection,
+    SaveSnapshot,
+    Send,
+    TruncateLog,
+)
+from spark_log.raft.config import QuorumConfig
+from spark_log.raft.election_state import ElectionState
+from spark_log.raft.messages import Batch, Message, OffsetAndEpoch
+from spark_log.raft.replica import RaftReplica
+from spark_log.raft.replicated_log import ReplicatedLog
+
+
+class Violation(AssertionError):
+    """A promise of the quorum was broken."""
+
+
+@dataclass
+class Disk:
+    """What a replica has written: durable part (survives any crash) and page cache (survives
+    a process kill, not a power loss)."""
+
+    election: ElectionState = field(default_factory=lambda: ElectionState(0))
+    snapshot: tuple[OffsetAndEpoch, bytes] | None = None
+    batches: list[Batch] = field(default_factory=list)  # as the file is now
+    durable: list[Batch] = field(default_factory=list)  # as of the last flush
+
+    def crash(self, power_loss: bool) -> None:
+        if power_loss:
+            self.batches = list(self.durable)
+        else:
+            self.durable = list(self.batches)  # the kernel writes the page cache out later
+
+
+@dataclass
+class App:
+    """A replica's application: the committed records it applied, in order."""
+
+    applied: list[tuple[int, bytes]] = field(default_factory=list)  # (offset, record)
+    next_offset: int = 0  # the first offset not yet applied
+    last_epoch: int = 0  # of the last batch applied
+    since_snapshot: int = 0
+
+    def load(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        self.applied = [(o, r.encode("latin-1")) for o, r in json.loads(data)]
+        self.next_offset, self.last_epoch = snapshot_id.offset, snapshot_id.epoch
+        self.since_snapshot = 0
+
+    def dump(self) -> bytes:
+        return json.dumps([(o, r.decode("latin-1")) for o, r in self.applied]).encode()
+
+
+class Checker:
+    def __init__(self) -> None:
+        self.committed: list[tuple[int, int, bytes, bool]] = []  # (offset, epoch, record, ctl)
+        self.leaders: dict[int, int] = {}
+        self.high_watermarks: dict[int, int] = {}
+
+    def leader_elected(self, node: int, epoch: int, replica: RaftReplica) -> None:
+        other = self.leaders.setdefault(epoch, node)
+        if other != node:
+            raise Violation(f"epoch {epoch} has two leaders: {other} and {node}")
+        log = replica.log
+        for offset, epoch_, record, control in self.committed[log.start_offset:]:
+            batch = _batch_at(log, offset)
+            if batch is None or (batch.epoch, batch.records[offset - batch.base_offset],
+                                 batch.control) != (epoch_, record, control):
+                raise Violation(f"new leader {node} of epoch {epoch} lacks committed offset "
+                                f"{offset} (has {batch})")
+
+    def committed_to(self, node: int, hw: int, replica: RaftReplica) -> None:
+        if hw < self.high_watermarks.get(node, -1):
+            raise Violation(f"replica {node}'s high watermark went back to {hw}")
+        self.high_watermarks[node] = hw
+        log = replica.log
+        for batch in log.batches:
+            if batch.base_offset >= hw:
+                break
+            for i, record in enumerate(batch.records):
+                offset = batch.base_offset + i
+                entry = (offset, batch.epoch, record, batch.control)
+                if offset < len(self.committed):
+                    if self.committed[offset] != entry:
+                        raise Violation(f"replica {node} commits {entry} where "
+                                        f"{self.committed[offset]} was committed")
+                elif offset == len(self.committed):
+                    self.committed.append(entry)
+                else:
+                    raise Violation(f"replica {node} commits offset {offset} past the committed "
+                                    f"end {len(self.committed)}")
+
+    def applied(self, node: int, app: App) -> None:
+        records = [(o, r) for o, _, r, control in self.committed if not control]
+        if app.applied != records[: len(app.applied)]:
+            raise Violation(f"replica {node} applied records that are not a prefix of the "
+                            f"committed log")
+
+    def restarted(self, node: int) -> None:
+        self.high_watermarks.pop(node, None)  # volatile: learnt again from the leader
+
+
+def _batch_at(log: ReplicatedLog, offset: int) -> Batch | None:
+    for batch in log.batches:
+        if batch.base_offset <= offset <= batch.last_offset:
+            return batch
+    return None
+
+
+@dataclass
+class Faults:
+    drop: float = 0.03
+    duplicate: float = 0.02
+    slow: float = 0.05  # a message delayed long enough to arrive out of order
+    crash_per_s: float = 0.25
+    power_loss: float = 0.5  # of crashes: lose the page cache too
+    crash_mid_step: float = 0.02  # a crash between two actions of a step
+    partition_per_s: float = 0.3
+    resign_per_s: float = 0.05
+
+
+class Simulation:
+    """One seeded run: `voters` + `observers` replicas, faults for `fault_ms`, then a calm
+    `heal_ms` in which the quorum must make progress and every replica catch up."""
+
+    def __init__(self, seed: int, voters: int = 3, observers: int = 1, fault_ms: int = 10_000,
+                 heal_ms: int = 8_000, propose_every_ms: int = 100, snapshot_every: int = 25,
+                 faults: Faults | None = None, trace: bool = False) -> None:
+        self.rng = random.Random(seed)
+        self.seed, self.trace = seed, trace
+        self.faults = faults or Faults()
+        self.config = QuorumConfig(frozenset(range(1, voters + 1)))
+        self.nodes = list(range(1, voters + observers + 1))
+        self.fault_ms, self.heal_ms = fault_ms, heal_ms
+        self.propose_every_ms, self.snapshot_every = propose_every_ms, snapshot_every
+        self.now = 0
+        self.disks = {n: Disk() for n in self.nodes}
+        self.apps: dict[int, App] = {}
+        self.replicas: dict[int, RaftReplica] = {}
+        self.checker = Checker()
+        self.cut: set[tuple[int, int]] = set()
+        self._queue: list[tuple[int, int, str, object]] = []
+        self._seq = 0
+        self.proposed = 0
+        self.stats: Counter[str] = Counter()  # actions carried out, crashes
+        for node in self.nodes:
+            self._start(node)
+
+    # ---- the event loop -------------------------------------------------------------------
+    def _at(self, time: int, kind: str, payload: object = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (time, self._seq, kind, payload))
+
+    def run(self) -> None:
+        end = self.fault_ms + self.heal_ms
+        self._at(self.propose_every_ms, "propose")
+        self._at(100, "fault")
+        self._at(self.fault_ms, "heal")
+        for node in self.nodes:
+            self._at(0, "tick", (node, self.replicas[node]))
+        while self._queue and self._queue[0][0] <= end:
+            self.now, _, kind, payload = heapq.heappop(self._queue)
+            getattr(self, f"_on_{kind}")(payload)
+        self._check_liveness()
+
+    def _on_tick(self, payload: object) -> None:
+        node, replica = payload  # type: ignore[misc]
+        if self.replicas.get(node) is not replica:
+            return  # a tick of an instance that crashed since
+        self._carry_out(node, replica.tick(self.now))
+
+    def _on_deliver(self, message: object) -> None:
+        assert isinstance(message, Message)
+        replica = self.replicas.get(message.destination)
+        if replica is not None:
+            self._carry_out(message.destination, replica.receive(message, self.now))
+
+    def _on_propose(self, _: object) -> None:
+        leaders = [(n, r) for n, r in self.replicas.items() if r.is_leader]
+        for node, replica in leaders[:1]:
+            self.proposed += 1
+            _, actions = replica.propose([f"r{self.proposed}@{self.now}".encode()], self.now)
+            self._carry_out(node, actions)
+        self._at(self.now + self.propose_every_ms, "propose")
+
+    def _schedule_tick(self, node: int) -> None:
+        replica = self.replicas.get(node)
+        if replica is not None:
+            self._at(max(self.now + 1, replica.next_deadline()), "tick", (node, replica))
+
+    # ---- carrying out actions -------------------------------------------------------------
+    def _carry_out(self, node: int, actions: list[Action]) -> None:
+        replica = self.replicas[node]
+        crash_after = len(actions) + 1
+        if self.now < self.fault_ms and actions and \
+                self.rng.random() < self.faults.crash_mid_step:
+            crash_after = self.rng.randrange(len(actions))
+        for i, action in enumerate(actions):
+            if i == crash_after:
+                self._crash(node, power_loss=self.rng.random() < self.faults.power_loss)
+                return
+            self._do(node, replica, action)
+        self._schedule_tick(node)
+
+    def _do(self, node: int, replica: RaftReplica, action: Action) -> None:
+        disk, app = self.disks[node], self.apps[node]
+        self.stats[type(action).__name__] += 1
+        if self.trace:
+            print(f"{self.now:>7} n{node} {action}")
+        if isinstance(action, Send):
+            self._send(action.message)
+        elif isinstance(action, PersistElection):
+            disk.election = action.state
+        elif isinstance(action, AppendBatches):
+            disk.batches.extend(action.batches)
+        elif isinstance(action, TruncateLog):
+            disk.batches = [b for b in disk.batches if b.next_offset <= action.offset]
+        elif isinstance(action, FlushLog):
+            disk.durable = list(disk.batches)
+        elif isinstance(action, SaveSnapshot):
+            disk.snapshot = (action.snapshot_id, action.data)
+            for kept in ("batches", "durable"):
+                setattr(disk, kept, [b for b in getattr(disk, kept)
+                                     if b.base_offset >= action.snapshot_id.offset])
+        elif isinstance(action, InstallSnapshot):
+            disk.snapshot = (action.snapshot_id, action.data)
+            disk.batches, disk.durable = [], []
+            app.load(action.snapshot_id, action.data)
+            self.checker.applied(node, app)
+        elif isinstance(action, Commit):
+            self.checker.committed_to(node, action.high_watermark, replica)
+            self._apply(node, replica, app)
+        elif isinstance(action, LeaderChange) and action.leader_id == node:
+            self.checker.leader_elected(node, action.epoch, replica)
+
+    def _apply(self, node: int, replica: RaftReplica, app: App) -> None:
+        for batch in replica.committed(app.next_offset):
+            if not batch.control:
+                app.applied += [(batch.base_offset + i, r) for i, r in enumerate(batch.records)]
+            app.next_offset, app.last_epoch = batch.next_offset, batch.epoch
+            app.since_snapshot += len(batch.records)
+        self.checker.applied(node, app)
+        if app.since_snapshot >= self.snapshot_every and \
+                app.next_offset > replica.log.start_offset:
+            app.since_snapshot = 0
+            actions = replica.take_snapshot(OffsetAndEpoch(app.next_offset, app.last_epoch),
+                                            app.dump())
+            for action in actions:
+                self._do(node, replica, action)
+
+    def _send(self, message: Message) -> None:
+        link = (message.source, message.destination)
+        faulty = self.now < self.fault_ms
+        if link in self.cut or (faulty and self.rng.random() < self.faults.drop):
+            return
+        copies = 2 if faulty and self.rng.random() < self.faults.duplicate else 1
+        for _ in range(copies):
+            slow = faulty and self.rng.random() < self.faults.slow
+            delay = self.rng.randrange(50, 600) if slow else self.rng.randrange(1, 10)
+            self._at(self.now + delay, "deliver", message)
+
+    # ---- crashes, restarts and other faults -----------------------------------------------
+    def _start(self, node: int) -> None:
+        disk = self.disks[node]
+        snapshot_id, data = disk.snapshot if disk.snapshot else (None, None)
+        log = ReplicatedLog(snapshot_id, list(disk.batches))
+        replica = RaftReplica(node, self.config, disk.election, log, data, self.now,
+                              random.Random(self.rng.randrange(1 << 30)))
+        self.replicas[node] = replica
+        app = self.apps[node] = App()
+        if snapshot_id is not None and data is not None:
+            app.load(snapshot_id, data)
+        self.checker.restarted(node)
+        self._schedule_tick(node)
+
+    def _crash(self, node: int, power_loss: bool) -> None:
+        if self.trace:
+            print(f"{self.now:>7} n{node} CRASH power_loss={power_loss}")
+        del self.replicas[node]
+        self.disks[node].crash(power_loss)
+        self.stats["power loss" if power_loss else "crash"] += 1
+        self._at(self.now + self.rng.randrange(200, 3000), "restart", node)
+
+    def _on_restart(self, node: object) -> None:
+        assert isinstance(node, int)
+        if node not in self.replicas:
+            self._start(node)
+
+    def _on_fault(self, _: object) -> None:
+        if self.now >= self.fault_ms:
+            return
+        step_s = 0.1
+        rng, f = self.rng, self.faults
+        up = sorted(self.replicas)
+        if up and rng.random() < f.crash_per_s * step_s:
+            self._crash(rng.choice(up), power_loss=rng.random() < f.power_loss)
+        if rng.random() < f.partition_per_s * step_s:
+            self._partition()
+        leaders = [n for n in up if n in self.replicas and self.replicas[n].is_leader]
+        if leaders and rng.random() < f.resign_per_s * step_s:
+            node = leaders[0]
+            self._carry_out(node, self.replicas[node].resign(self.now))
+            if node in self.replicas:
+                self._crash(node, power_loss=False)
+        self._at(self.now + int(step_s * 1000), "fault")
+
+    def _partition(self) -> None:
+        if len(self.nodes) < 2:
+            return
+        a, b = self.rng.sample(self.nodes, 2)
+        if self.rng.random() < 0.3:  # isolate a replica entirely
+            links = {(a, n) for n in self.nodes} | {(n, a) for n in self.nodes}
+        else:
+            links = {(a, b), (b, a)} if self.rng.random() < 0.7 else {(a, b)}
+        self.cut |= links
+        self._at(self.now + self.rng.randrange(300, 3000), "heal_links", frozenset(links))
+
+    def _on_heal_links(self, links: object) -> None:
+        assert isinstance(links, frozenset)
+        self.cut -= links
+
+    def _on_heal(self, _: object) -> None:
+        self.cut.clear()
+        for node in self.nodes:
+            if node not in self.replicas:
+                self._start(node)
+
+    # ---- liveness -------------------------------------------------------------------------
+    def _check_liveness(self) -> None:
+        leaders = [n for n, r in self.replicas.items() if r.is_leader]
+        if len(leaders) != 1:
+            raise Violation(f"{len(leaders)} leaders {self.heal_ms} ms after the faults stopped")
+        committed_end = len(self.checker.committed)
+        healed_commits = [r for _, _, r, control in self.checker.committed
+                          if not control and int(r.split(b"@")[1]) >= self.fault_ms]
+        if not healed_commits:
+            raise Violation("nothing proposed after the faults stopped was committed")
+        for node, app in self.apps.items():
+            replica = self.replicas[node]
+            if replica.high_watermark < committed_end - 10:
+                raise Violation(f"replica {node} did not catch up: high watermark "
+                                f"{replica.high_watermark}, committed {committed_end}")
+            self.checker.applied(node, app)
+
+
+def run_seed(seed: int, trace: bool = False) -> Simulation:
+    """The run for `seed`: its size and faults are drawn from the seed too."""
+    shape = random.Random(seed ^ 0x5EED)
+    voters = shape.choice([1, 3, 3, 3, 5])
+    sim = Simulation(seed, voters=voters, observers=shape.choice([0, 1, 2]), trace=trace)
+    sim.run()
+    return sim
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, help="run one seed")
+    parser.add_argument("--seeds", default="0:1000", help="a range FROM:TO of seeds")
+    parser.add_argument("--trace", action="store_true", help="print every action (one seed)")
+    args = parser.parse_args(argv)
+    first, last = (args.seed, args.seed + 1) if args.seed is not None else \
+        map(int, args.seeds.split(":"))
+    failures = 0
+    for seed in range(first, last):
+        try:
+            run_seed(seed, trace=args.trace)
+        except (Violation, AssertionError) as e:
+            failures += 1
+            print(f"seed {seed} FAILED: {e}", flush=True)
+        if (seed - first + 1) % 1000 == 0:
+            print(f"{seed - first + 1} seeds run, {failures} failed", flush=True)
+    print(f"{last - first} seeds run, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
