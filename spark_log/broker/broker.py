@@ -1,5 +1,7 @@
-"""One broker: storage, topics, request handling and the listening socket, started and stopped
-as a unit.
+"""One broker: storage, topics, request handling and the listening socket, assembled, started
+and stopped as a unit. The only module that builds the concrete coordinators and managers: each
+part receives the narrow collaborators it uses (protocols of the package that uses them), and
+request handlers reach them through `Services`.
 
 `start()` opens the data directory (refusing one that is unusable or belongs to another node or
 cluster, recovering logs after a crash), binds the listener and then writes `broker.json` (pid,
@@ -17,7 +19,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from spark_log.broker.broker_config import BrokerConfig
@@ -25,14 +27,17 @@ from spark_log.broker.group.group_coordinator import GroupCoordinator
 from spark_log.broker.launch_options import parse_listener
 from spark_log.broker.metrics.broker_metrics import BrokerMetrics
 from spark_log.broker.replication.replica_manager import ReplicaManager
-from spark_log.broker.server.connection import Connection
 from spark_log.broker.server.dispatcher import Dispatcher
 from spark_log.broker.server.handlers import load_all
+from spark_log.broker.server.handlers.registry import Handler
+from spark_log.broker.server.listener import Listener
+from spark_log.broker.server.services import Services
 from spark_log.broker.topics.topic_manager import TopicManager
 from spark_log.broker.topics.topic_metadata import TopicMetadata
 from spark_log.broker.transaction.producer_id_manager import ProducerIdManager
 from spark_log.broker.transaction.transaction_coordinator import TransactionCoordinator
 from spark_log.clock import SYSTEM_CLOCK, Clock
+from spark_log.protocol import ApiSet
 from spark_log.storage.cleaner.cleaner_config import CleanerConfig
 from spark_log.storage.cleaner.cleaner_transactions import TRANSACTIONAL_BATCH_POLICY
 from spark_log.storage.cleaner.log_cleaner import LogCleaner
@@ -71,8 +76,7 @@ class Broker:
         self.cluster_id = ""
         self.host, self.port = parse_listener(config.get("listeners"))
         self.advertised_host, self.advertised_port = self.host, self.port
-        self._server: asyncio.Server | None = None
-        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self.listener = Listener(self.host, self.port, config.get("socket.request.max.bytes"))
         self._tasks: list[asyncio.Task[None]] = []
         self.logs: LogManager
         self.topics: TopicManager
@@ -107,38 +111,41 @@ class Broker:
                                   last_stable_offset=self.replicas.last_stable_offset,
                                   batch_policy=TRANSACTIONAL_BATCH_POLICY)
         self.replicas.become_leader()
-        self.groups = GroupCoordinator(self)
-        self.transactions = TransactionCoordinator(self)
-        self.dispatcher = Dispatcher(self, load_all())
-        self._server = await asyncio.start_server(
-            self._accept, self.host, self.port, reuse_address=True)
-        bound = self._server.sockets[0].getsockname()
-        self.port = bound[1]
-        self.advertised_host, self.advertised_port = self._advertised(bound[0])
+        self.groups = GroupCoordinator(self.config, self.clock, self.topics, self.replicas)
+        self.transactions = TransactionCoordinator(self.config, self.clock, self.topics,
+                                                   self.replicas, self.groups, self.producer_ids)
+        bound_host, self.port = await self.listener.bind()
+        self.advertised_host, self.advertised_port = self._advertised(bound_host)
+        handlers = load_all()
+        self.dispatcher = Dispatcher(self._services(handlers), handlers)
+        await self.listener.serve(self.dispatcher.respond)
         self._start_background_work()
         self._write_info()
         log.info("spark_log broker %d (cluster %s) listening on %s:%d, advertised as %s:%d",
-                 self.node_id, self.cluster_id, bound[0], self.port, self.advertised_host,
+                 self.node_id, self.cluster_id, bound_host, self.port, self.advertised_host,
                  self.advertised_port)
+
+    def _services(self, handlers: Mapping[int, Handler]) -> Services:
+        """What request handlers reach of this broker (once the listener is bound)."""
+        return Services(
+            node_id=self.node_id, cluster_id=self.cluster_id,
+            advertised_host=self.advertised_host, advertised_port=self.advertised_port,
+            data_dir=self.data_dir, config=self.config, clock=self.clock, metrics=self.metrics,
+            api_set=ApiSet(handlers, topic_ids=True), logs=self.logs, topics=self.topics,
+            replicas=self.replicas, groups=self.groups, transactions=self.transactions,
+            producer_ids=self.producer_ids)
 
     async def stop(self) -> None:
         log.info("Shutting down broker %d", self.node_id)
         (self.data_dir / INFO_FILE).unlink(missing_ok=True)
-        if self._server is not None:
-            self._server.close()
+        self.listener.close()
         self.replicas.wake_all()
         await self.groups.stop()
         await self.transactions.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for connection in list(self._connections.values()):
-            connection.close_when_idle()
-        if self._connections:
-            await asyncio.wait(list(self._connections), timeout=SHUTDOWN_GRACE_S)
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.listener.close_connections(SHUTDOWN_GRACE_S)
         await self.cleaner.stop()
         self.logs.close()
         self._lock.release()
@@ -162,30 +169,17 @@ class Broker:
         """Prometheus text format on http://host:port/metrics, state gauges included (read at
         scrape time on this loop)."""
         from spark_log.broker.metrics.metrics_server import serve_metrics
-        from spark_log.broker.metrics.metrics_state import broker_state_metrics
+        from spark_log.broker.metrics.metrics_state import BrokerState, broker_state_metrics
 
-        self.metrics.add_state(lambda: broker_state_metrics(self))
-        self._metrics_server = await serve_metrics(self, self.host, port)
+        state = BrokerState(self.logs, self.groups, self.transactions,
+                            lambda: self.listener.connection_count)
+        self.metrics.add_state(lambda: broker_state_metrics(state))
+        self._metrics_server = await serve_metrics(self.metrics, self.host, port)
 
     @property
     def connection_count(self) -> int:
         """Client connections open now."""
-        return len(self._connections)
-
-    # ---- connections ----------------------------------------------------------------------
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        connection = Connection(reader, writer, self.dispatcher.respond,
-                                self.config.get("socket.request.max.bytes"))
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections[task] = connection
-        try:
-            await connection.run()
-        finally:
-            self._connections.pop(task, None)
+        return self.listener.connection_count
 
     # ---- periodic work --------------------------------------------------------------------
     def _start_background_work(self) -> None:

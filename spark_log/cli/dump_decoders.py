@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from spark_log.broker.group.group import group_metadata_records as offsets
+from spark_log.broker.group import group_metadata_records as offsets
 from spark_log.broker.transaction import transaction_log_records as txn_log
 from spark_log.broker.transaction.transaction_metadata import TxnState
 from spark_log.records import CorruptRecordError

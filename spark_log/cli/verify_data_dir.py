@@ -18,9 +18,7 @@ tail.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +45,8 @@ from .verify_partition import (
     verify_partition,
     without_path,
 )
+from .verify_report import Report
 
-MAX_LISTED_PER_FILE = 20
 OFFSET_CHECKPOINTS = {RECOVERY_POINT_CHECKPOINT: "recovery point",
                       LOG_START_OFFSET_CHECKPOINT: "log start offset",
                       REPLICATION_OFFSET_CHECKPOINT: "high watermark",
@@ -58,52 +56,6 @@ BROKER_FILES = frozenset({
     lock_file.FILE_NAME, CLEAN_SHUTDOWN_FILE, sidecar.INFO_FILE, sidecar.LOCK_FILE,
     sidecar.LOG_FILE, sidecar.PORT_FILE, *OFFSET_CHECKPOINTS})
 _NOT_OURS = ("-future", "-stray")  # Kafka's replica-movement directories; the broker skips them
-
-
-@dataclass(frozen=True)
-class Finding:
-    path: str
-    text: str
-    problem: bool  # False: a note
-
-
-class Report:
-    """What one verification found, in the order found, and what it read.
-
-    Invariants: `problems` and `notes` count every finding; at most MAX_LISTED_PER_FILE of
-    each kind are kept per path in `findings` (one damaged segment can hold millions of bad
-    batches), the rest only counted in `_unlisted`."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.findings: list[Finding] = []
-        self.problems = self.notes = 0
-        self.partitions = self.segments = self.batches = 0
-        self.broker_running = False
-        self._per_path: Counter[tuple[str, bool]] = Counter()
-        self._unlisted: Counter[tuple[str, bool]] = Counter()
-
-    def problem(self, path: Path, text: str) -> None:
-        self.problems += 1
-        self._add(Finding(str(path), text, True))
-
-    def note(self, path: Path, text: str) -> None:
-        self.notes += 1
-        self._add(Finding(str(path), text, False))
-
-    def _add(self, finding: Finding) -> None:
-        key = (finding.path, finding.problem)
-        self._per_path[key] += 1
-        if self._per_path[key] > MAX_LISTED_PER_FILE:
-            self._unlisted[key] += 1
-        else:
-            self.findings.append(finding)
-
-    def listed(self) -> list[Finding]:
-        """The findings kept, then one line per path saying how many more it had."""
-        more = [Finding(path, f"{n} more {'problem' if problem else 'note'}(s) not listed",
-                        problem) for (path, problem), n in self._unlisted.items()]
-        return self.findings + more
 
 
 def run_verify(data_dir: Path, as_json: bool) -> int:

@@ -56,7 +56,7 @@ from .dump_index import (
 )
 
 if TYPE_CHECKING:
-    from .verify_data_dir import Report
+    from .verify_report import Report
 
 CHUNK = 8 << 20  # bytes of a .log read at a time
 _BYTES_LEFT = re.compile(r"\(\d+ bytes left\)")

@@ -21,8 +21,6 @@ from .errors import PylogOptionError
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
-    from .options import AvroOptions
-
 MAGIC = 0
 FRAME = struct.Struct(">bI")
 
@@ -34,14 +32,6 @@ def parse_schema(text: str, option: str) -> Any:
         return fastavro.parse_schema(json.loads(text))
     except (ValueError, fastavro.schema.SchemaParseException, KeyError, TypeError) as e:
         raise PylogOptionError(f"Option '{option}' is not a valid Avro schema: {e}") from None
-
-
-def check_schemas(avro: AvroOptions) -> None:
-    """Parse the schemas once on the driver, so a bad schema fails before any job."""
-    if avro.value_format == "avro":
-        spark_type(parse_schema(avro.value_schema or "", "avroSchema"))
-    if avro.key_format == "avro":
-        spark_type(parse_schema(avro.key_schema or "", "keyAvroSchema"))
 
 
 # ---- schema mapping ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .avro_options import AVRO_OPTIONS, AvroOptions, parse_avro
 from .errors import PylogOptionError
 from .offsets import (
     EarliestSpec,
@@ -29,6 +30,7 @@ from .offsets import (
     parse_timestamp_option,
     parse_timestamps_option,
 )
+from .option_values import get_option, parse_bool, parse_duration_ms, parse_positive_int
 from .txn_options import TXN_OPTIONS, TxnOptions, parse_txn_options
 
 # Spark's Kafka source options (their user-facing spelling; Spark lower-cases keys).
@@ -44,8 +46,6 @@ SPARK_SOURCE_OPTIONS = (
 SPARK_SINK_OPTIONS = ("topic", "includeHeaders")
 # What pylog adds.
 CLIENT_OPTIONS = ("bootstrap.servers", "dataDir", "clientTimeoutMs")
-AVRO_OPTIONS = ("valueFormat", "keyFormat", "avroSchema", "valueAvroSchema", "keyAvroSchema",
-                "avroSchemaId", "keyAvroSchemaId", "avroWireFormat")
 PYLOG_SOURCE_OPTIONS = ("groupId", "commitOffsets", "maxBytesPerTrigger", "directFetch")
 # Keys Spark itself may pass along with the user's options.
 SPARK_INTERNAL = ("path", "checkpointLocation", "queryName")
@@ -95,19 +95,6 @@ class ClientOptions:
     kafka_conf: Mapping[str, str]
     data_dir: str | None
     timeout_ms: int = DEFAULT_CLIENT_TIMEOUT_MS
-
-
-@dataclass(frozen=True)
-class AvroOptions:
-    """How keys and values are encoded: raw bytes, or Avro (schemaless or Confluent framed)."""
-
-    value_format: str = "raw"
-    key_format: str = "raw"
-    value_schema: str | None = None
-    key_schema: str | None = None
-    value_schema_id: int | None = None
-    key_schema_id: int | None = None
-    wire_format: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -185,52 +172,6 @@ def _check_known(options: Mapping[str, str], names: dict[str, str], what: str) -
         )
 
 
-def _get(options: Mapping[str, str], name: str) -> str | None:
-    value = options.get(name.lower())
-    return None if value is None else str(value)
-
-
-def parse_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    value = _get(options, name)
-    if value is None:
-        return default
-    word = value.strip().lower()
-    if word in ("true", "false"):
-        return word == "true"
-    raise PylogOptionError(f"Option '{name}' must be 'true' or 'false', got {value!r}")
-
-
-def parse_positive_int(options: Mapping[str, str], name: str,
-                       minimum: int = 1) -> int | None:
-    value = _get(options, name)
-    if value is None:
-        return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise PylogOptionError(
-            f"Option '{name}' must be a whole number, got {value!r}") from None
-    if number < minimum:
-        raise PylogOptionError(f"Option '{name}' must be >= {minimum}, got {number}")
-    return number
-
-
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
-    """'15m', '30s', '500ms' or plain milliseconds (Spark's maxTriggerDelay syntax)."""
-    value = _get(options, name)
-    if value is None:
-        return default
-    match = _DURATION.match(value)
-    if not match:
-        raise PylogOptionError(
-            f"Option '{name}' must be a duration such as '15m', '30s' or '500ms', got {value!r}")
-    return int(match.group(1)) * _UNIT_MS[(match.group(2) or "ms").lower()]
-
-
 def parse_client(options: Mapping[str, str], unsupported: Mapping[str, str]) -> ClientOptions:
     conf: dict[str, str] = {}
     for key, value in options.items():
@@ -242,7 +183,7 @@ def parse_client(options: Mapping[str, str], unsupported: Mapping[str, str]) -> 
             raise PylogOptionError(
                 f"Kafka option 'kafka.{prop}' is not supported: {unsupported[prop]}.")
         conf[prop] = str(value)
-    alias = _get(options, "bootstrap.servers")
+    alias = get_option(options, "bootstrap.servers")
     if alias is not None and "bootstrap.servers" in conf and alias != conf["bootstrap.servers"]:
         raise PylogOptionError(
             "Options 'bootstrap.servers' and 'kafka.bootstrap.servers' name different clusters; "
@@ -251,46 +192,11 @@ def parse_client(options: Mapping[str, str], unsupported: Mapping[str, str]) -> 
     if bootstrap is not None and not bootstrap.strip():
         raise PylogOptionError("Option 'kafka.bootstrap.servers' is empty: give host:port[,...]")
     timeout = parse_positive_int(options, "clientTimeoutMs") or DEFAULT_CLIENT_TIMEOUT_MS
-    return ClientOptions(bootstrap, conf, _get(options, "dataDir"), timeout)
-
-
-def parse_avro(options: Mapping[str, str]) -> AvroOptions:
-    fmt = {}
-    for name in ("valueFormat", "keyFormat"):
-        value = (_get(options, name) or "raw").strip().lower()
-        if value not in ("raw", "avro"):
-            raise PylogOptionError(f"Option '{name}' must be 'raw' or 'avro', got {value!r}")
-        fmt[name] = value
-    value_schema = _get(options, "avroSchema")
-    alias = _get(options, "valueAvroSchema")
-    if value_schema is not None and alias is not None and alias != value_schema:
-        raise PylogOptionError("Give only one of 'avroSchema' and 'valueAvroSchema'.")
-    value_schema = value_schema or alias
-    key_schema = _get(options, "keyAvroSchema")
-    for name, schema, what in (("valueFormat", value_schema, "avroSchema"),
-                               ("keyFormat", key_schema, "keyAvroSchema")):
-        if fmt[name] == "avro" and not schema:
-            raise PylogOptionError(
-                f"Option '{name}' is 'avro' but '{what}' is not set: give the Avro schema (JSON)")
-    wire = (_get(options, "avroWireFormat") or "auto").strip().lower()
-    if wire not in ("auto", "raw", "confluent"):
-        raise PylogOptionError(
-            f"Option 'avroWireFormat' must be 'auto', 'raw' or 'confluent', got {wire!r}")
-    avro = AvroOptions(
-        value_format=fmt["valueFormat"], key_format=fmt["keyFormat"],
-        value_schema=value_schema, key_schema=key_schema,
-        value_schema_id=parse_positive_int(options, "avroSchemaId", minimum=0),
-        key_schema_id=parse_positive_int(options, "keyAvroSchemaId", minimum=0),
-        wire_format=wire,
-    )
-    from .avro import check_schemas
-
-    check_schemas(avro)
-    return avro
+    return ClientOptions(bootstrap, conf, get_option(options, "dataDir"), timeout)
 
 
 def parse_subscription(options: Mapping[str, str]) -> Subscription:
-    given = [name for name in STRATEGIES if _get(options, name) is not None]
+    given = [name for name in STRATEGIES if get_option(options, name) is not None]
     listed = ", ".join(STRATEGIES)
     if not given:
         raise PylogOptionError(
@@ -300,7 +206,7 @@ def parse_subscription(options: Mapping[str, str]) -> Subscription:
             "Only one of the following options can be specified for the pylog source: "
             f"{listed} (got {', '.join(given)}).")
     kind = given[0]
-    value = _get(options, kind) or ""
+    value = get_option(options, kind) or ""
     if kind == "subscribe":
         topics = tuple(t.strip() for t in value.split(",") if t.strip())
         if not topics:
@@ -347,13 +253,13 @@ def _parse_assign(value: str) -> tuple[TopicPartition, ...]:
 def _timestamp_or_offsets(options: Mapping[str, str], prefix: str, *, streaming: bool,
                           default: OffsetSpecT | None) -> OffsetSpecT | None:
     """Spark's precedence: global timestamp, then per-partition timestamps, then offsets."""
-    stamp = _get(options, f"{prefix}Timestamp")
+    stamp = get_option(options, f"{prefix}Timestamp")
     if stamp is not None:
         return parse_timestamp_option(stamp, f"{prefix}Timestamp")
-    stamps = _get(options, f"{prefix}OffsetsByTimestamp")
+    stamps = get_option(options, f"{prefix}OffsetsByTimestamp")
     if stamps is not None:
         return parse_timestamps_option(stamps, f"{prefix}OffsetsByTimestamp")
-    offsets = _get(options, f"{prefix}Offsets")
+    offsets = get_option(options, f"{prefix}Offsets")
     if offsets is not None:
         return parse_offsets_option(offsets, f"{prefix}Offsets", batch_end=prefix == "ending")
     return default
@@ -398,7 +304,7 @@ def _parse_bounds(options: Mapping[str, str], subscription: Subscription, stream
     """(starting, ending, startingOffsetsByTimestampStrategy), checked like Spark does."""
     if streaming:
         for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
-            if _get(options, name) is not None:
+            if get_option(options, name) is not None:
                 raise PylogOptionError(
                     f"Option '{name}' is not valid in streaming queries: a stream has no end "
                     "(use Trigger.AvailableNow to stop at the offsets available at start).")
@@ -413,7 +319,8 @@ def _parse_bounds(options: Mapping[str, str], subscription: Subscription, stream
         _check_batch_bounds(starting, ending)
     _check_assigned(starting, subscription, "startingOffsets")
     _check_assigned(ending, subscription, "endingOffsets")
-    strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    strategy = (get_option(options, "startingOffsetsByTimestampStrategy")
+                or "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise PylogOptionError(
             "Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got "
@@ -448,7 +355,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_retries=_nonneg(options, "fetchOffset.numRetries", 3),
         fetch_retry_interval_ms=_nonneg(options, "fetchOffset.retryIntervalMs", 1000),
         group_id=_group_id(options, client),
-        group_id_prefix=_get(options, "groupIdPrefix") or DEFAULT_GROUP_ID_PREFIX,
+        group_id_prefix=get_option(options, "groupIdPrefix") or DEFAULT_GROUP_ID_PREFIX,
         commit_offsets=_commit_mode(options) == "true",
         publish_planned=_commit_mode(options) == "transactional",
         direct_fetch=parse_bool(options, "directFetch", True),
@@ -459,12 +366,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
 def _commit_mode(options: Mapping[str, str]) -> str:
     """commitOffsets: 'true' (monitoring commits), 'false', or 'transactional' (a pylog sink
     with sourceGroupId commits them in its transactions; needs an explicit groupId)."""
-    mode = (_get(options, "commitOffsets") or "true").strip().lower()
+    mode = (get_option(options, "commitOffsets") or "true").strip().lower()
     if mode not in ("true", "false", "transactional"):
         raise PylogOptionError(
             f"Option 'commitOffsets' must be 'true', 'false' or 'transactional', got {mode!r}")
-    if mode == "transactional" and _get(options, "groupId") is None and \
-            _get(options, "kafka.group.id") is None:
+    if mode == "transactional" and get_option(options, "groupId") is None and \
+            get_option(options, "kafka.group.id") is None:
         raise PylogOptionError(
             "Option 'commitOffsets' is 'transactional': give the group with 'groupId' (and the "
             "same group as the sink's 'sourceGroupId').")
@@ -477,7 +384,7 @@ def _nonneg(options: Mapping[str, str], name: str, default: int) -> int:
 
 
 def _group_id(options: Mapping[str, str], client: ClientOptions) -> str | None:
-    group = _get(options, "groupId")
+    group = get_option(options, "groupId")
     from_kafka = client.kafka_conf.get("group.id")
     if group is not None and from_kafka is not None and group != from_kafka:
         raise PylogOptionError(
@@ -488,7 +395,7 @@ def _group_id(options: Mapping[str, str], client: ClientOptions) -> str | None:
 def parse_sink_options(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
     """Validate write options; raises PylogOptionError naming the offending option."""
     _check_known(options, SINK_NAMES, "sink")
-    topic = _get(options, "topic")
+    topic = get_option(options, "topic")
     if topic is not None and not topic.strip():
         raise PylogOptionError("Option 'topic' is empty.")
     client = parse_client(options, UNSUPPORTED_PRODUCER)

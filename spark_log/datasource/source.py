@@ -54,7 +54,8 @@ class PylogDataSource(DataSource):
 
     def schema(self) -> Any:
         from .arrow import spark_schema
-        from .options import parse_avro, parse_bool
+        from .avro_options import parse_avro
+        from .option_values import parse_bool
 
         avro = parse_avro(self.options)
         include_headers = parse_bool(self.options, "includeHeaders", False)

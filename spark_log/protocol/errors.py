@@ -7,12 +7,9 @@ unparseable request.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from .request_header import RequestHeader
 
 __all__ = [
     "EncodeError",
@@ -35,13 +32,27 @@ class FrameError(ProtocolError):
     """
 
 
+class ParsedHeader(Protocol):
+    """What an error keeps of a parsed request header (`request_header.RequestHeader`, which
+    imports this module, so it is named by its shape)."""
+
+    @property
+    def api_key(self) -> int: ...
+
+    @property
+    def api_version(self) -> int: ...
+
+    @property
+    def correlation_id(self) -> int: ...
+
+
 class UnsupportedRequestError(ProtocolError):
     """A request whose API key or version this layer cannot decode.
 
     Carries the parsed header so the broker can still answer (ApiVersions) or close cleanly.
     """
 
-    def __init__(self, message: str, header: RequestHeader) -> None:
+    def __init__(self, message: str, header: ParsedHeader) -> None:
         super().__init__(message)
         self.header = header
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from spark_log.storage.filesystem import DEFAULT_FS
-from spark_log.storage.producer_state.producer_state import producer_snapshot
+from spark_log.storage.producer_state import producer_snapshot
 from spark_log.storage.producer_state.producer_state_entry import BatchMetadata, ProducerStateEntry
 from tests.cli.conftest import Cli, run_cli
 

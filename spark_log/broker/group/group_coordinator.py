@@ -1,6 +1,6 @@
 """The group coordinator: the public face of consumer groups on this broker.
 
-One object per broker (`broker.groups`) answers every group API — membership (JoinGroup,
+One object per broker answers every group API — membership (JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup), group administration (ListGroups, DescribeGroups,
 DeleteGroups), offsets (OffsetCommit, OffsetFetch, OffsetDelete) and, for the transaction
 coordinator, transactional offset commits and their completion. Handlers translate wire versions
@@ -20,7 +20,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_log.broker.errors import KafkaError
@@ -29,65 +28,41 @@ from spark_log.broker.group.group_coordinator_offsets import OffsetOperations
 from spark_log.broker.group.group_coordinator_state import CoordinatorState
 from spark_log.broker.group.group_membership import GroupMembership
 from spark_log.broker.group.group_requests import (
+    GroupDescription,
     GroupSettings,
     JoinRequest,
+    MemberDescription,
     SyncRequest,
     join_error,
     sync_error,
 )
 from spark_log.broker.group.group_timer import CoordinatorTimer
-from spark_log.broker.group.offset_store import OffsetAndMetadata, TopicPartition
 from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
 from spark_log.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
+    from spark_log.broker.broker_config import BrokerConfig
+    from spark_log.broker.coordinator.collaborators import InternalTopics, PartitionLogs
+    from spark_log.clock import Clock
 
 log = logging.getLogger(__name__)
 
 MAX_TIMER_SLEEP_S = 0.25
 CLASSIC_GROUP_TYPE = "classic"
-# ACL operations a group supports (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) as
-# Kafka's 32-bit field; without an authorizer every one is allowed.
-GROUP_AUTHORIZED_OPERATIONS = sum(1 << code for code in (3, 6, 8, 10, 11))
-
-
-@dataclass(frozen=True, slots=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupDescription:
-    """A group as `spark-log groups describe` and metrics see it."""
-
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str | None
-    generation: int
-    leader: str | None
-    members: tuple[MemberDescription, ...]
-    offsets: dict[TopicPartition, OffsetAndMetadata]
 
 
 class GroupCoordinator(OffsetOperations):
     """Invariant: while active, every `__consumer_offsets` partition is either loaded (its
     groups are in memory) or in `state.loading`. Event-loop only."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.clock = broker.clock
-        self.state = CoordinatorState(broker)
+    def __init__(self, config: BrokerConfig, clock: Clock, topics: InternalTopics,
+                 logs: PartitionLogs) -> None:
+        self.config = config
+        self.clock = clock
+        self.state = CoordinatorState(config, clock, topics, logs)
         self._wakeup: asyncio.Future[None] | None = None
-        self.timer = CoordinatorTimer(broker.clock, on_change=self._wake)
-        self.settings = GroupSettings.from_config(broker.config)
+        self.timer = CoordinatorTimer(clock, on_change=self._wake)
+        self.settings = GroupSettings.from_config(config)
         self.membership = GroupMembership(self.state.groups, self.state, self.timer, self.clock,
                                           self.settings)
         self._active = False

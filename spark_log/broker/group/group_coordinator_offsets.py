@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spark_log.broker.errors import KafkaError
 from spark_log.broker.group.group import ClassicGroup, GroupState
 from spark_log.broker.group.group_metadata_records import OffsetCommitKey, OffsetCommitValue
+from spark_log.broker.group.group_requests import FetchedOffset, PartitionCommit
 from spark_log.broker.group.offset_store import NO_PRODUCER_ID, TopicPartition
 from spark_log.protocol import ErrorCode
 
@@ -39,29 +39,6 @@ log = logging.getLogger(__name__)
 OFFSET_METADATA_MAX_CHARS = 4096
 GROUP_ID_NOT_FOUND_FROM_VERSION = 9
 NO_OFFSET = -1
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionCommit:
-    """One partition of an OffsetCommit or TxnOffsetCommit."""
-
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedOffset:
-    """One partition of an OffsetFetch answer (offset -1 and "" when none is committed)."""
-
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str
-    error: ErrorCode = ErrorCode.none
 
 
 class OffsetOperations:

@@ -53,7 +53,9 @@ from spark_log.records import (
 from spark_log.storage.append_info import AppendOrigin
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
+    from spark_log.broker.broker_config import BrokerConfig
+    from spark_log.broker.coordinator.collaborators import InternalTopics, PartitionLogs
+    from spark_log.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +81,12 @@ class CoordinatorState:
     Invariants: a group is in `groups` only if its partition has loaded; memory reflects every
     record appended or loaded, in log order. Event-loop only."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.clock = broker.clock
+    def __init__(self, config: BrokerConfig, clock: Clock, topics: InternalTopics,
+                 logs: PartitionLogs) -> None:
+        self.config = config
+        self.clock = clock
+        self.topics = topics
+        self.logs = logs
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.loading: set[int] = set()
@@ -89,19 +94,19 @@ class CoordinatorState:
     @property
     def partitions(self) -> int:
         """The topic's partition count once it exists, else offsets.topic.num.partitions."""
-        existing = self.broker.topics.metadata.get(OFFSETS_TOPIC)
-        return existing.partitions if existing else \
-            self.broker.config.get("offsets.topic.num.partitions")
+        existing = self.topics.partition_count(OFFSETS_TOPIC)
+        return existing if existing is not None else \
+            self.config.get("offsets.topic.num.partitions")
 
     # ---- the topic --------------------------------------------------------------------------
     def topic_exists(self) -> bool:
-        return self.broker.topics.metadata.get(OFFSETS_TOPIC) is not None
+        return self.topics.partition_count(OFFSETS_TOPIC) is not None
 
     def ensure_topic(self) -> None:
         """Create `__consumer_offsets` on first use, as Kafka does on a FindCoordinator."""
         if not self.topic_exists():
-            self.broker.topics.ensure_internal(OFFSETS_TOPIC, self.partitions,
-                                               topic_configs(self.broker.config))
+            self.topics.ensure_internal(OFFSETS_TOPIC, self.partitions,
+                                        topic_configs(self.config))
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)
@@ -122,8 +127,8 @@ class CoordinatorState:
     def _append_batch(self, partition: int, batch: bytes) -> int:
         try:
             self.ensure_topic()
-            info = self.broker.replicas.append(OFFSETS_TOPIC, partition, batch,
-                                               origin=AppendOrigin.COORDINATOR)
+            info = self.logs.append(OFFSETS_TOPIC, partition, batch,
+                                    origin=AppendOrigin.COORDINATOR)
         except Exception as e:
             code = error_code_for(e)
             log.error("Cannot append to %s-%d: %s", OFFSETS_TOPIC, partition, e)
@@ -216,7 +221,7 @@ class CoordinatorState:
     async def load(self, partition: int) -> None:
         """Replay one partition from its log start to its end; a batch or record that cannot
         be read is skipped (logged), the rest loads."""
-        partition_log = self.broker.replicas.log(OFFSETS_TOPIC, partition)
+        partition_log = self.logs.log(OFFSETS_TOPIC, partition)
         name = f"{OFFSETS_TOPIC}-{partition}"
         async for batch, start in read_for_load(partition_log, name):
             self._load_batch(partition, batch, start)

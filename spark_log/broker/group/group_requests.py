@@ -1,6 +1,7 @@
-"""What the classic membership APIs take and give, independent of wire versions: the JoinGroup
-and SyncGroup requests, their error replies, the group settings from the broker config, and the
-`GroupStore` through which the rebalance protocol persists a group.
+"""What the group APIs take and give, independent of wire versions: the JoinGroup and SyncGroup
+requests and their error replies, one partition of an offset commit or fetch, a group as
+`describe_group` shows it, the group settings from the broker config, and the `GroupStore`
+through which the rebalance protocol persists a group.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Protocol
 
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.group.group import ClassicGroup, Protocols
+from spark_log.broker.group.offset_store import OffsetAndMetadata, TopicPartition
 from spark_log.protocol import ErrorCode
 
 
@@ -18,6 +20,53 @@ class GroupStore(Protocol):
     def store_group(self, group: ClassicGroup, assignment: Mapping[str, bytes]) -> None:
         """Persist the group with `assignment`; raise KafkaError when that fails."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCommit:
+    """One partition of an OffsetCommit or TxnOffsetCommit."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    """One partition of an OffsetFetch answer (offset -1 and "" when none is committed)."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: ErrorCode = ErrorCode.none
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group as `spark-log groups describe` and metrics see it."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str | None
+    generation: int
+    leader: str | None
+    members: tuple[MemberDescription, ...]
+    offsets: dict[TopicPartition, OffsetAndMetadata]
 
 
 @dataclass(frozen=True, slots=True)

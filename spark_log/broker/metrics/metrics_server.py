@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
+    from spark_log.broker.metrics.broker_metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 MAX_HEAD = 8192
 
 
-async def serve_metrics(broker: Broker, host: str, port: int) -> asyncio.Server:
+async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
@@ -28,7 +28,7 @@ async def serve_metrics(broker: Broker, host: str, port: int) -> asyncio.Server:
             method, _, rest = head.decode("latin-1").partition(" ")
             path = rest.partition(" ")[0].split("?")[0]
             if method == "GET" and path in ("/metrics", "/"):
-                body = generate_latest(broker.metrics.registry)
+                body = generate_latest(metrics.registry)
                 status, ctype = "200 OK", CONTENT_TYPE_LATEST
             else:
                 body, status, ctype = b"not found\n", "404 Not Found", "text/plain"
@@ -42,7 +42,7 @@ async def serve_metrics(broker: Broker, host: str, port: int) -> asyncio.Server:
             writer.close()
 
     server = await asyncio.start_server(handle, host, port, limit=MAX_HEAD)
-    broker.metrics.count_records_out = True  # someone will read it now
+    metrics.count_records_out = True  # someone will read it now
     log.info("Serving Prometheus metrics on http://%s:%d/metrics", host,
              server.sockets[0].getsockname()[1])
     return server

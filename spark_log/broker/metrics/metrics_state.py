@@ -12,15 +12,17 @@ consumer group lag.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 
-from spark_log.broker.transaction.transaction_metadata import TxnState
+from spark_log.broker.transaction.transaction_metadata import TransactionMetadata, TxnState
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
+    from spark_log.broker.group.group_requests import GroupDescription
+    from spark_log.storage.log.log_manager import LogManager
 
 OPEN_TXN_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
                              TxnState.PREPARE_EPOCH_FENCE})
@@ -28,20 +30,45 @@ _PARTITION = ["topic", "partition"]
 _GROUP_PARTITION = ["group", "topic", "partition"]
 
 
-def broker_state_metrics(broker: Broker) -> Iterable[GaugeMetricFamily]:
+class DescribedGroups(Protocol):
+    """The group coordinator, as the gauges read it."""
+
+    def group_ids(self) -> list[str]: ...
+
+    def describe_group(self, group_id: str) -> GroupDescription | None: ...
+
+
+class OpenTransactions(Protocol):
+    """The transaction coordinator, as the gauges read it."""
+
+    @property
+    def transactions(self) -> Mapping[str, TransactionMetadata]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    """The parts of a broker the state gauges read."""
+
+    logs: LogManager
+    groups: DescribedGroups
+    transactions: OpenTransactions
+    connection_count: Callable[[], int]
+
+
+def broker_state_metrics(broker: BrokerState) -> Iterable[GaugeMetricFamily]:
     """Every state gauge, computed now. Call on the broker's event loop only."""
     yield from _log_metrics(broker)
     yield _under_replicated(broker)
     yield from _group_metrics(broker)
     yield _open_transactions(broker)
     yield GaugeMetricFamily("spark_log_active_connections", "Open client connections.",
-                            value=broker.connection_count)
+                            value=broker.connection_count())
     yield GaugeMetricFamily("spark_log_offline_log_directories", "Log directories taken "
                             "offline by a storage error (their partitions are unavailable).",
                             value=int(broker.logs.failure.failed))
 
 
-def _log_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
+def _log_metrics(broker: BrokerState) -> Iterator[GaugeMetricFamily]:
     size = GaugeMetricFamily("spark_log_log_size_bytes", "Bytes of a partition's log segments.",
                              labels=_PARTITION)
     start = GaugeMetricFamily("spark_log_log_start_offset", "First offset of a partition.",
@@ -57,7 +84,7 @@ def _log_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
     yield from (size, start, end)
 
 
-def _under_replicated(broker: Broker) -> GaugeMetricFamily:
+def _under_replicated(broker: BrokerState) -> GaugeMetricFamily:
     """Partitions whose ISR is smaller than their replica set: always 0 on a single broker,
     whose one replica is its whole ISR; reported per topic all the same."""
     gauge = GaugeMetricFamily("spark_log_under_replicated_partitions",
@@ -68,7 +95,7 @@ def _under_replicated(broker: Broker) -> GaugeMetricFamily:
     return gauge
 
 
-def _group_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
+def _group_metrics(broker: BrokerState) -> Iterator[GaugeMetricFamily]:
     committed = GaugeMetricFamily("spark_log_consumer_group_committed_offset",
                                   "A consumer group's committed offset.",
                                   labels=_GROUP_PARTITION)
@@ -88,7 +115,7 @@ def _group_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
     yield from (committed, lag)
 
 
-def _open_transactions(broker: Broker) -> GaugeMetricFamily:
+def _open_transactions(broker: BrokerState) -> GaugeMetricFamily:
     count = sum(1 for t in broker.transactions.transactions.values()
                 if t.state in OPEN_TXN_STATES)
     return GaugeMetricFamily("spark_log_open_transactions",

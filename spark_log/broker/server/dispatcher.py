@@ -14,10 +14,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from spark_log.broker.server.handlers import Handler
+from spark_log.broker.server.handlers.registry import Handler
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.protocol import (
-    ApiSet,
     ProtocolError,
     decode_request_body,
     encode_api_versions_unsupported,
@@ -30,19 +29,20 @@ from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import build
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
     from spark_log.broker.server.connection import Part, Peer
+    from spark_log.broker.server.services import Services
 
 log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    """Routes requests to handlers. Stateless apart from the handler table and API set."""
+    """Routes requests to handlers. Stateless apart from the handler table and API set (the
+    one `services.api_set` was built from the same table)."""
 
-    def __init__(self, broker: Broker, handlers: Mapping[int, Handler]) -> None:
-        self._broker = broker
+    def __init__(self, services: Services, handlers: Mapping[int, Handler]) -> None:
+        self._services = services
         self._handlers = dict(handlers)
-        self.api_set = ApiSet(self._handlers, topic_ids=True)
+        self.api_set = services.api_set
 
     async def respond(self, frame: memoryview, peer: Peer) -> Sequence[Part] | None:
         header, body = parse_request(frame)
@@ -54,10 +54,10 @@ class Dispatcher:
                 f"from client {header.client_id!r}"
             )
         request = decode_request_body(header, body)
-        ctx = RequestContext(header, peer, self._broker)
+        ctx = RequestContext(header, peer, self._services)
         started = time.perf_counter()
         value = await self._handlers[header.api_key](ctx, request)
-        self._broker.metrics.observe_request(header.api_key, time.perf_counter() - started)
+        self._services.metrics.observe_request(header.api_key, time.perf_counter() - started)
         if value is None:
             return None
         if isinstance(value, bytes):  # a hot-path handler encoded its own frame (Produce)

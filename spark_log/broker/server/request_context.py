@@ -1,4 +1,5 @@
-"""What a handler knows about the request it serves: header, peer, and the broker's parts."""
+"""What a handler knows about the request it serves: its header, the peer, and the broker's
+parts as `Services`."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ from typing import TYPE_CHECKING
 from spark_log.protocol import RequestHeader
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
     from spark_log.broker.server.connection import Peer
+    from spark_log.broker.server.services import Services
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     header: RequestHeader
     peer: Peer
-    broker: Broker
+    services: Services
 
     @property
     def version(self) -> int:

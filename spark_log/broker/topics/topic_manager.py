@@ -53,6 +53,11 @@ class TopicManager:
             for partition in range(info.partitions):
                 self.logs.get_or_create(info.name, partition, config)
 
+    def partition_count(self, name: str) -> int | None:
+        """The topic's partition count, None if there is no such topic."""
+        info = self.metadata.get(name)
+        return info.partitions if info is not None else None
+
     def log_config(self, topic: str, overrides: Mapping[str, str] | None = None) -> LogConfig:
         if overrides is None:
             info = self.metadata.get(topic)

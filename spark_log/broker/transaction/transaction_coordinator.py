@@ -19,17 +19,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spark_log.broker.errors import KafkaError
 from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
-from spark_log.broker.transaction.transaction_markers import write_markers
+from spark_log.broker.transaction.transaction_markers import (
+    MarkerChannel,
+    write_marker,
+    write_markers,
+)
 from spark_log.broker.transaction.transaction_metadata import (
     COMPLETE,
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     PREPARING,
+    ProducerIdAndEpoch,
     TopicPartition,
     TransactionMetadata,
     TxnState,
@@ -41,26 +45,30 @@ from spark_log.broker.transaction.transaction_state_manager import (
 from spark_log.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
+    from spark_log.broker.broker_config import BrokerConfig
+    from spark_log.broker.coordinator.collaborators import InternalTopics, PartitionLogs
+    from spark_log.broker.transaction.collaborators import (
+        ProducerIdSource,
+        TransactionalOffsets,
+    )
+    from spark_log.clock import Clock
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdAndEpoch:
-    producer_id: int
-    epoch: int
 
 
 class TransactionCoordinator:
     """Invariant: a transactional id's in-memory metadata is the last state written for it to
     `__transaction_state`. Event-loop only."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.clock = broker.clock
-        self.state = TransactionStateManager(broker)
+    def __init__(self, config: BrokerConfig, clock: Clock, topics: InternalTopics,
+                 logs: PartitionLogs, groups: TransactionalOffsets,
+                 producer_ids: ProducerIdSource) -> None:
+        self.config = config
+        self.clock = clock
+        self.groups = groups
+        self.producer_ids = producer_ids
+        self.state = TransactionStateManager(config, clock, topics, logs)
+        self.markers = MarkerChannel(groups, logs, clock)
         self._active = False
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -103,7 +111,7 @@ class TransactionCoordinator:
     async def _groups_loaded(self) -> None:
         """Markers for __consumer_offsets must wait until the group coordinator has replayed
         it, or the pending offsets it replays later would miss their marker."""
-        while not self.broker.groups.loaded():
+        while not self.groups.loaded():
             await asyncio.sleep(0.01)
 
     def loaded(self) -> bool:
@@ -134,7 +142,7 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.invalid_transaction_timeout)
         self.ensure_ready(transactional_id)
         metadata = self.transactions.get(transactional_id) or TransactionMetadata(
-            transactional_id, self.broker.producer_ids.next_id(), NO_PRODUCER_EPOCH, timeout_ms)
+            transactional_id, self.producer_ids.next_id(), NO_PRODUCER_EPOCH, timeout_ms)
         if expected is not None and not _may_reinit(metadata, expected):
             raise KafkaError(ErrorCode.producer_fenced)
         if metadata.state in PREPARING:
@@ -148,7 +156,7 @@ class TransactionCoordinator:
         now = self.clock.now_ms()
         if metadata.epoch_exhausted and (expected is None or
                                          expected.epoch == metadata.producer_epoch):
-            new = metadata.rotate_producer_id(now, timeout_ms, self.broker.producer_ids.next_id(),
+            new = metadata.rotate_producer_id(now, timeout_ms, self.producer_ids.next_id(),
                                               keep_last_epoch=expected is not None)
         else:
             epoch, last = _bumped_epoch(metadata, expected)
@@ -176,7 +184,7 @@ class TransactionCoordinator:
                     group_id: str) -> None:
         """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction."""
         self.add_partitions(transactional_id, producer_id, epoch,
-                            [(OFFSETS_TOPIC, self.broker.groups.partition_for(group_id))])
+                            [(OFFSETS_TOPIC, self.groups.partition_for(group_id))])
 
     def _current(self, transactional_id: str, producer_id: int, epoch: int
                  ) -> TransactionMetadata:
@@ -221,7 +229,7 @@ class TransactionCoordinator:
         """Write the markers of a preparing transaction, then complete it; returns the state
         reached (still preparing if a marker must be retried)."""
         commit = prepared.state == TxnState.PREPARE_COMMIT
-        retry = write_markers(self.broker, prepared.partitions, prepared.producer_id,
+        retry = write_markers(self.markers, prepared.partitions, prepared.producer_id,
                               prepared.producer_epoch, commit)
         if retry:
             return prepared
@@ -237,11 +245,17 @@ class TransactionCoordinator:
                  prepared.producer_id, prepared.producer_epoch, len(prepared.partitions))
         return completed
 
+    def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                     commit: bool, coordinator_epoch: int) -> ErrorCode:
+        """WriteTxnMarkers from a tool: one marker, answered with the error Kafka gives."""
+        return write_marker(self.markers, topic, partition, producer_id, producer_epoch, commit,
+                            coordinator_epoch)
+
     # ---- periodic work ----------------------------------------------------------------------
     def abort_timed_out_transactions(self) -> None:
         """Abort (with an epoch bump that fences the producer) every transaction open longer
         than its timeout, and retry the markers of transactions stuck preparing."""
-        if not self._active or not self.broker.groups.loaded():
+        if not self._active or not self.groups.loaded():
             return
         now = self.clock.now_ms()
         for metadata in list(self.transactions.values()):

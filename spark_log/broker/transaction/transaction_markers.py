@@ -11,6 +11,7 @@ use the same path.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_for
@@ -20,7 +21,9 @@ from spark_log.records import ControlRecordType, EndTransactionMarker, build_end
 from spark_log.storage.append_info import AppendOrigin
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
+    from spark_log.broker.coordinator.collaborators import PartitionLogs
+    from spark_log.broker.transaction.collaborators import TransactionalOffsets
+    from spark_log.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -32,21 +35,31 @@ _GIVE_UP = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.invalid_pr
                       ErrorCode.transaction_coordinator_fenced})
 
 
-def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
+@dataclass(frozen=True, slots=True)
+class MarkerChannel:
+    """Where a transaction's markers go: `__consumer_offsets` partitions through the group
+    coordinator (`groups`), every other partition appended to its log (`logs`)."""
+
+    groups: TransactionalOffsets
+    logs: PartitionLogs
+    clock: Clock
+
+
+def write_marker(channel: MarkerChannel, topic: str, partition: int, producer_id: int,
                  producer_epoch: int, commit: bool,
                  coordinator_epoch: int = COORDINATOR_EPOCH) -> ErrorCode:
     """Write one marker; the error code Kafka's WriteTxnMarkers would answer for it."""
     try:
         if topic == OFFSETS_TOPIC:
-            broker.groups.complete_transaction(producer_id, producer_epoch, commit, [partition],
-                                               coordinator_epoch)
+            channel.groups.complete_transaction(producer_id, producer_epoch, commit,
+                                                [partition], coordinator_epoch)
             return ErrorCode.none
         marker = EndTransactionMarker(
             ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch)
         batch = build_end_transaction_batch(marker, producer_id=producer_id,
                                             producer_epoch=producer_epoch,
-                                            timestamp=broker.clock.now_ms())
-        broker.replicas.append(topic, partition, batch, origin=AppendOrigin.COORDINATOR)
+                                            timestamp=channel.clock.now_ms())
+        channel.logs.append(topic, partition, batch, origin=AppendOrigin.COORDINATOR)
         return ErrorCode.none
     except UnknownTopicError:
         return ErrorCode.unknown_topic_or_partition
@@ -56,12 +69,12 @@ def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
         return error_code_for(e)
 
 
-def write_markers(broker: Broker, partitions: frozenset[TopicPartition], producer_id: int,
+def write_markers(channel: MarkerChannel, partitions: frozenset[TopicPartition], producer_id: int,
                   producer_epoch: int, commit: bool) -> set[TopicPartition]:
     """Write a transaction's markers; returns the partitions to retry later."""
     retry = set()
     for topic, partition in sorted(partitions):
-        code = write_marker(broker, topic, partition, producer_id, producer_epoch, commit)
+        code = write_marker(channel, topic, partition, producer_id, producer_epoch, commit)
         if code == ErrorCode.none:
             continue
         if code in _GIVE_UP:

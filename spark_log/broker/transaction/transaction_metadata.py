@@ -28,6 +28,12 @@ MAX_EPOCH = 32767
 TopicPartition = tuple[str, int]
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerIdAndEpoch:
+    producer_id: int
+    epoch: int
+
+
 class TxnState(IntEnum):
     """Kafka's state ids, as stored in TransactionLogValue.TransactionStatus."""
 

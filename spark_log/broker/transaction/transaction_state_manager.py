@@ -33,7 +33,9 @@ from spark_log.records import BatchHeader, Record, build_batch
 from spark_log.storage.append_info import AppendOrigin
 
 if TYPE_CHECKING:
-    from spark_log.broker.broker import Broker
+    from spark_log.broker.broker_config import BrokerConfig
+    from spark_log.broker.coordinator.collaborators import InternalTopics, PartitionLogs
+    from spark_log.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -53,23 +55,26 @@ class TransactionStateManager:
     """Invariants: an id is in `transactions` only once its partition has loaded, and its
     metadata is the last value written for it. Event-loop only."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(self, config: BrokerConfig, clock: Clock, topics: InternalTopics,
+                 logs: PartitionLogs) -> None:
+        self.config = config
+        self.clock = clock
+        self.topics = topics
+        self.logs = logs
         self.transactions: dict[str, TransactionMetadata] = {}
         self.loading: set[int] = set()
-        existing = broker.topics.metadata.get(TRANSACTION_STATE_TOPIC)
-        self.partitions: int = existing.partitions if existing else \
+        existing = topics.partition_count(TRANSACTION_STATE_TOPIC)
+        self.partitions: int = existing if existing is not None else \
             self.config.get("transaction.state.log.num.partitions")
 
     # ---- the topic ------------------------------------------------------------------------
     def topic_exists(self) -> bool:
-        return self.broker.topics.metadata.get(TRANSACTION_STATE_TOPIC) is not None
+        return self.topics.partition_count(TRANSACTION_STATE_TOPIC) is not None
 
     def ensure_topic(self) -> None:
         """Create `__transaction_state` on first use, with Kafka's topic configs."""
         if not self.topic_exists():
-            self.broker.topics.ensure_internal(TRANSACTION_STATE_TOPIC, self.partitions, {
+            self.topics.ensure_internal(TRANSACTION_STATE_TOPIC, self.partitions, {
                 "cleanup.policy": "compact",
                 "compression.type": "uncompressed",
                 "segment.bytes": str(self.config.get("transaction.state.log.segment.bytes")),
@@ -86,11 +91,11 @@ class TransactionStateManager:
         """Append `new` to the id's partition, then adopt it."""
         value = None if new.state == TxnState.DEAD else encode_value(_value_of(new))
         partition = self.partition_of(new.transactional_id)
-        batch = build_batch([Record(0, self.broker.clock.now_ms(),
+        batch = build_batch([Record(0, self.clock.now_ms(),
                                     encode_key(new.transactional_id), value)])
         try:
             self.ensure_topic()
-            self.broker.replicas.append(TRANSACTION_STATE_TOPIC, partition, batch,
+            self.logs.append(TRANSACTION_STATE_TOPIC, partition, batch,
                                         origin=AppendOrigin.COORDINATOR)
         except Exception as e:
             code = error_code_for(e)
@@ -106,7 +111,7 @@ class TransactionStateManager:
         """Replay one partition; returns the loaded transactions that were preparing (their
         markers must be written again). A batch or record that cannot be read is skipped
         (logged): its ids keep the state of their last readable record."""
-        partition_log = self.broker.replicas.log(TRANSACTION_STATE_TOPIC, partition)
+        partition_log = self.logs.log(TRANSACTION_STATE_TOPIC, partition)
         name = f"{TRANSACTION_STATE_TOPIC}-{partition}"
         loaded: dict[str, TransactionMetadata | None] = {}
         async for batch, start in read_for_load(partition_log, name):

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from spark_log.storage.log.timestamp_search import RecordSearch, TimestampAndOffset
 
 if TYPE_CHECKING:
-    from spark_log.storage.log.partition_log import PartitionLog
+    from spark_log.storage.log.leader_epoch import LeaderEpochCache
+    from spark_log.storage.log.segment import Segment
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -18,11 +20,26 @@ LATEST_TIERED_TIMESTAMP = -5
 NO_TIMESTAMP = -1
 
 
+class SegmentedLog(Protocol):
+    """What the lookups read of a partition log (a `PartitionLog`, which owns this lookup)."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def segments(self) -> Sequence[Segment]: ...
+
+    leader_epoch_cache: LeaderEpochCache
+
+
 class OffsetLookup:
-    """Read-only queries over a PartitionLog's segments; the log guards them for I/O errors.
+    """Read-only queries over a partition log's segments; the log guards them for I/O errors.
     Not thread-safe (runs on the log's thread)."""
 
-    def __init__(self, log: PartitionLog, search: RecordSearch) -> None:
+    def __init__(self, log: SegmentedLog, search: RecordSearch) -> None:
         self._log = log
         self._search = search
 

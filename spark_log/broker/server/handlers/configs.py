@@ -17,6 +17,8 @@ from typing import Any
 from spark_log.broker.broker_config import DEFINITIONS as BROKER_DEFINITIONS
 from spark_log.broker.errors import KafkaError, error_code_for, error_message_for
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.storage.log.log_config import BY_NAME, ConfigType, format_value, public_definitions
@@ -47,16 +49,17 @@ _BROKER_TYPES = {"int": ConfigType.INT, "long": ConfigType.LONG, "double": Confi
 
 
 # ---- describe ----------------------------------------------------------------------------------
-def topic_config_entries(broker: Any, overrides: Mapping[str, str], keys: Iterable[str] | None,
-                         synonyms: bool = False, docs: bool = False) -> list[dict[str, Any]]:
+def topic_config_entries(services: Services, overrides: Mapping[str, str],
+                         keys: Iterable[str] | None, synonyms: bool = False,
+                         docs: bool = False) -> list[dict[str, Any]]:
     """DescribeConfigs entries for a topic with `overrides` (also used by CreateTopics v5+)."""
-    config = broker.topics.log_config("", overrides)
+    config = services.topics.log_config("", overrides)
     wanted = set(keys) if keys else None
     entries = []
     for d in public_definitions():
         if wanted is not None and d.name not in wanted:
             continue
-        chain = _topic_synonyms(broker, d, overrides)
+        chain = _topic_synonyms(services, d, overrides)
         entries.append({
             "name": d.name, "value": format_value(d, config.value_of(d.name)),
             "read_only": False, "is_default": chain[0]["source"] == ConfigSource.DEFAULT_CONFIG,
@@ -67,29 +70,30 @@ def topic_config_entries(broker: Any, overrides: Mapping[str, str], keys: Iterab
     return entries
 
 
-def _topic_synonyms(broker: Any, d: Any, overrides: Mapping[str, str]) -> list[dict[str, Any]]:
+def _topic_synonyms(services: Services, d: Any, overrides: Mapping[str, str]
+                    ) -> list[dict[str, Any]]:
     chain = []
     if d.name in overrides:
         chain.append({"name": d.name, "value": overrides[d.name],
                       "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
-    broker_name = broker.config.set_explicitly(d.name)
+    broker_name = services.config.set_explicitly(d.name)
     if broker_name is not None:
-        chain.append({"name": broker_name, "value": str(broker.config.get(broker_name)),
+        chain.append({"name": broker_name, "value": str(services.config.get(broker_name)),
                       "source": ConfigSource.STATIC_BROKER_CONFIG})
     chain.append({"name": d.name, "value": format_value(d, d.default),
                   "source": ConfigSource.DEFAULT_CONFIG})
     return chain
 
 
-def _broker_entries(broker: Any, keys: Iterable[str] | None, synonyms: bool,
+def _broker_entries(services: Services, keys: Iterable[str] | None, synonyms: bool,
                     docs: bool) -> list[dict[str, Any]]:
     wanted = set(keys) if keys else None
     entries = []
     for d in BROKER_DEFINITIONS.values():
         if wanted is not None and d.name not in wanted:
             continue
-        value = broker.config.get(d.name)
-        source = ConfigSource.STATIC_BROKER_CONFIG if d.name in broker.config.values \
+        value = services.config.get(d.name)
+        source = ConfigSource.STATIC_BROKER_CONFIG if d.name in services.config.values \
             else ConfigSource.DEFAULT_CONFIG
         text = None if value is None else (str(value).lower() if isinstance(value, bool)
                                            else str(value))
@@ -104,7 +108,7 @@ def _broker_entries(broker: Any, keys: Iterable[str] | None, synonyms: bool,
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
-async def handle_describe_configs(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
     synonyms = getattr(request, "include_synonyms", False)
     docs = getattr(request, "include_documentation", False)
     results = []
@@ -113,35 +117,36 @@ async def handle_describe_configs(ctx: Any, request: Any) -> dict[str, Any]:
                   "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name, "configs": []}
         try:
-            result["configs"] = _describe(ctx.broker, resource, synonyms, docs)
+            result["configs"] = _describe(ctx.services, resource, synonyms, docs)
         except Exception as exc:
             result.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
         results.append(result)
     return {"throttle_time": 0, "results": results}
 
 
-def _describe(broker: Any, resource: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+def _describe(services: Services, resource: Any, synonyms: bool, docs: bool
+              ) -> list[dict[str, Any]]:
     keys = resource.configuration_keys
     if resource.resource_type == ResourceType.TOPIC:
-        info = broker.topics.metadata.require(resource.resource_name)
-        return topic_config_entries(broker, info.configs, keys, synonyms, docs)
+        info = services.topics.metadata.require(resource.resource_name)
+        return topic_config_entries(services, info.configs, keys, synonyms, docs)
     if resource.resource_type == ResourceType.BROKER:
-        _check_broker_name(broker, resource.resource_name)
-        return _broker_entries(broker, keys, synonyms, docs)
+        _check_broker_name(services, resource.resource_name)
+        return _broker_entries(services, keys, synonyms, docs)
     raise KafkaError(ErrorCode.invalid_request,
                      f"resource type {resource.resource_type} is not supported")
 
 
-def _check_broker_name(broker: Any, name: str) -> None:
-    if name not in ("", str(broker.node_id)):
+def _check_broker_name(services: Services, name: str) -> None:
+    if name not in ("", str(services.node_id)):
         raise KafkaError(ErrorCode.invalid_request,
-                         f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                         f"Unexpected broker id, expected {services.node_id} or empty string, "
                          f"but received {name}")
 
 
 # ---- alter -------------------------------------------------------------------------------------
 @handles(ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
-async def handle_alter_configs(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
     incremental = ctx.header.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
     responses = []
     for resource in request.resources:
@@ -149,30 +154,30 @@ async def handle_alter_configs(ctx: Any, request: Any) -> dict[str, Any]:
                     "resource_type": resource.resource_type,
                     "resource_name": resource.resource_name}
         try:
-            _alter(ctx.broker, resource, incremental, request.validate_only)
+            _alter(ctx.services, resource, incremental, request.validate_only)
         except Exception as exc:
             response.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
         responses.append(response)
     return {"throttle_time": 0, "responses": responses}
 
 
-def _alter(broker: Any, resource: Any, incremental: bool, validate_only: bool) -> None:
+def _alter(services: Services, resource: Any, incremental: bool, validate_only: bool) -> None:
     if resource.resource_type == ResourceType.BROKER:
-        _check_broker_name(broker, resource.resource_name)
+        _check_broker_name(services, resource.resource_name)
         raise KafkaError(ErrorCode.invalid_request,
                          "broker configs are static: restart the broker with --config KEY=VALUE")
     if resource.resource_type != ResourceType.TOPIC:
         raise KafkaError(ErrorCode.invalid_request,
                          f"resource type {resource.resource_type} is not supported")
-    info = broker.topics.metadata.require(resource.resource_name)
+    info = services.topics.metadata.require(resource.resource_name)
     if incremental:
-        overrides = _apply_ops(broker, dict(info.configs), resource.configs)
+        overrides = _apply_ops(services, dict(info.configs), resource.configs)
     else:
         overrides = {c.name: c.value for c in resource.configs if c.value is not None}
-    broker.topics.set_configs(info.name, overrides, validate_only)
+    services.topics.set_configs(info.name, overrides, validate_only)
 
 
-def _apply_ops(broker: Any, overrides: dict[str, str], ops: Iterable[Any]) -> dict[str, str]:
+def _apply_ops(services: Services, overrides: dict[str, str], ops: Iterable[Any]) -> dict[str, str]:
     seen: set[str] = set()
     for op in ops:
         if op.name in seen:
@@ -188,18 +193,18 @@ def _apply_ops(broker: Any, overrides: dict[str, str], ops: Iterable[Any]) -> di
         elif kind is AlterOp.DELETE:
             overrides.pop(op.name, None)
         else:
-            overrides[op.name] = _edit_list(broker, d, overrides, op.value or "",
+            overrides[op.name] = _edit_list(services, d, overrides, op.value or "",
                                             kind is AlterOp.APPEND)
     return overrides
 
 
-def _edit_list(broker: Any, d: Any, overrides: Mapping[str, str], value: str,
+def _edit_list(services: Services, d: Any, overrides: Mapping[str, str], value: str,
                append: bool) -> str:
     if d.type is not ConfigType.LIST:
         raise KafkaError(ErrorCode.invalid_config,
                          f"Config value append/subtract is not allowed for config key {d.name} "
                          "since it is not a list type")
-    current = list(broker.topics.log_config("", overrides).value_of(d.name))
+    current = list(services.topics.log_config("", overrides).value_of(d.name))
     items = [v.strip() for v in value.split(",") if v.strip()]
     if append:
         current += [v for v in items if v not in current]

@@ -19,6 +19,8 @@ from typing import Any
 from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_for
 from spark_log.broker.replication.replica_manager import check_leader_epoch
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import ms
@@ -28,34 +30,34 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @handles(ApiKey.FETCH)
-async def handle_fetch(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
         return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found,
                 "session_id": 0, "responses": []}
-    topics = [_resolve(broker, t) for t in request.topics]
+    topics = [_resolve(services, t) for t in request.topics]
     wanted = [(name, p.partition) for name, _, t in topics if name for p in t.partitions]
     max_wait_ms = max(0, ms(request.max_wait))
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
-        responses, size, errored = _read(broker, request, topics)
+        responses, size, errored = _read(services, request, topics)
         remaining = deadline - time.monotonic()
         if size >= request.min_bytes or errored or remaining <= 0 or not wanted:
             break
-        await broker.replicas.wait_for_append(wanted, remaining)
+        await services.replicas.wait_for_append(wanted, remaining)
     for t in responses:
         if t["topic"]:
-            broker.metrics.record_fetch(t["topic"], [p["records"] for p in t["partitions"]])
+            services.metrics.record_fetch(t["topic"], [p["records"] for p in t["partitions"]])
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
             "responses": responses}
 
 
-def _resolve(broker: Any, topic: Any) -> tuple[str | None, uuid.UUID, Any]:
+def _resolve(services: Services, topic: Any) -> tuple[str | None, uuid.UUID, Any]:
     """(name or None if unknown, topic id, the request's topic entry)."""
     topic_id = getattr(topic, "topic_id", None)
     name = getattr(topic, "topic", None)
-    metadata = broker.topics.metadata
+    metadata = services.topics.metadata
     if name is None:
         info = metadata.by_id(topic_id) if topic_id else None
         return (info.name if info else None), topic_id or ZERO_UUID, topic
@@ -63,7 +65,7 @@ def _resolve(broker: Any, topic: Any) -> tuple[str | None, uuid.UUID, Any]:
     return name, (info.topic_id if info else ZERO_UUID), topic
 
 
-def _read(broker: Any, request: Any, topics: list[tuple[str | None, uuid.UUID, Any]]
+def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.UUID, Any]]
           ) -> tuple[list[dict[str, Any]], int, bool]:
     budget = request.max_bytes
     total = 0
@@ -72,7 +74,7 @@ def _read(broker: Any, request: Any, topics: list[tuple[str | None, uuid.UUID, A
     for name, topic_id, topic in topics:
         partitions = []
         for p in topic.partitions:
-            entry = _read_partition(broker, request, name, p, budget - total, first=total == 0)
+            entry = _read_partition(services, request, name, p, budget - total, first=total == 0)
             size = _size(entry["records"])
             total += size
             errored |= entry["error_code"] != ErrorCode.none
@@ -81,7 +83,7 @@ def _read(broker: Any, request: Any, topics: list[tuple[str | None, uuid.UUID, A
     return responses, total, errored
 
 
-def _read_partition(broker: Any, request: Any, name: str | None, p: Any, budget: int,
+def _read_partition(services: Services, request: Any, name: str | None, p: Any, budget: int,
                     first: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": -1,
@@ -92,9 +94,9 @@ def _read_partition(broker: Any, request: Any, name: str | None, p: Any, budget:
         if name is None:
             raise KafkaError(ErrorCode.unknown_topic_id)
         check_leader_epoch(getattr(p, "current_leader_epoch", -1))
-        log = broker.replicas.log(name, p.partition)
+        log = services.replicas.log(name, p.partition)
         hw = log.high_watermark
-        lso = broker.replicas.last_stable_offset(log)
+        lso = services.replicas.last_stable_offset(log)
         committed = request.isolation_level == READ_COMMITTED
         entry.update(high_watermark=hw, last_stable_offset=lso,
                      log_start_offset=log.log_start_offset)
@@ -103,7 +105,7 @@ def _read_partition(broker: Any, request: Any, name: str | None, p: Any, budget:
                            min_one_batch=first)
         entry["records"] = records
         if committed:
-            entry["aborted_transactions"] = broker.replicas.aborted_transactions(
+            entry["aborted_transactions"] = services.replicas.aborted_transactions(
                 log, p.fetch_offset, records)
     except UnknownTopicError:
         entry["error_code"] = ErrorCode.unknown_topic_or_partition

@@ -1,7 +1,7 @@
 """FindCoordinator and the consumer group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 ListGroups, DescribeGroups and DeleteGroups.
 
-Each handler turns its request version into a call on `broker.groups` (the group coordinator)
+Each handler turns its request version into a call on `services.groups` (the group coordinator)
 and its answer back into a version-independent response. Version differences handled here:
 FindCoordinator batches keys from v4; JoinGroup v0 has no rebalance timeout (the session timeout
 is used) and before v7 the protocol name is not nullable; LeaveGroup carries one member before
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_log.broker.group.group_coordinator import GROUP_AUTHORIZED_OPERATIONS
 from spark_log.broker.group.group_requests import JoinRequest, SyncRequest
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import ms
@@ -24,6 +24,10 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 NULLABLE_PROTOCOL_NAME_FROM = 7
 BATCHED_LEAVE_FROM = 3
+
+# ACL operations a group supports (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) as
+# Kafka's 32-bit field; without an authorizer every one is allowed.
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << code for code in (3, 6, 8, 10, 11))
 
 # Kafka's default exception messages for the errors FindCoordinator can answer.
 _MESSAGES = {
@@ -35,7 +39,7 @@ _MESSAGES = {
 
 # ---- FindCoordinator --------------------------------------------------------------------------
 @handles(ApiKey.FIND_COORDINATOR)
-async def handle_find_coordinator(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     if ctx.version >= 4:
         return {"throttle_time": 0, "coordinators": [
@@ -44,10 +48,11 @@ async def handle_find_coordinator(ctx: Any, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, **_coordinator(ctx, request.key, key_type, with_message=True)}
 
 
-def _coordinator(ctx: Any, key: str, key_type: int, with_message: bool) -> dict[str, Any]:
-    broker = ctx.broker
+def _coordinator(ctx: RequestContext, key: str, key_type: int, with_message: bool
+                 ) -> dict[str, Any]:
+    services = ctx.services
     if key_type == GROUP_KEY_TYPE:
-        error = broker.groups.find_coordinator()
+        error = services.groups.find_coordinator()
     elif key_type == TRANSACTION_KEY_TYPE:
         error = ErrorCode.none  # this broker coordinates transactions too
     else:
@@ -55,14 +60,14 @@ def _coordinator(ctx: Any, key: str, key_type: int, with_message: bool) -> dict[
     found = error == ErrorCode.none
     return {"key": key, "error_code": error,
             "error_message": _MESSAGES.get(error, error.name.upper()) if with_message else None,
-            "node_id": broker.node_id if found else -1,
-            "host": broker.advertised_host if found else "",
-            "port": broker.advertised_port if found else -1}
+            "node_id": services.node_id if found else -1,
+            "host": services.advertised_host if found else "",
+            "port": services.advertised_port if found else -1}
 
 
 # ---- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -------------------------------------------
 @handles(ApiKey.JOIN_GROUP)
-async def handle_join_group(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     session_timeout = ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
     join = JoinRequest(
@@ -74,14 +79,14 @@ async def handle_join_group(ctx: Any, request: Any) -> dict[str, Any]:
         rebalance_timeout_ms=session_timeout if rebalance is None else ms(rebalance),
         client_id=ctx.client_id or "", client_host=f"/{ctx.peer.host}",
         api_version=ctx.version, reason=getattr(request, "reason", None))
-    response = await ctx.broker.groups.join_group(join)
+    response = await ctx.services.groups.join_group(join)
     if ctx.version < NULLABLE_PROTOCOL_NAME_FROM and response["protocol_name"] is None:
         response = {**response, "protocol_name": ""}
     return {"throttle_time": 0, **response}
 
 
 @handles(ApiKey.SYNC_GROUP)
-async def handle_sync_group(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     sync = SyncRequest(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
@@ -89,24 +94,24 @@ async def handle_sync_group(ctx: Any, request: Any) -> dict[str, Any]:
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None),
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments})
-    return {"throttle_time": 0, **await ctx.broker.groups.sync_group(sync)}
+    return {"throttle_time": 0, **await ctx.services.groups.sync_group(sync)}
 
 
 @handles(ApiKey.HEARTBEAT)
-async def handle_heartbeat(ctx: Any, request: Any) -> dict[str, Any]:
-    error = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
+async def handle_heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    error = ctx.services.groups.heartbeat(request.group_id, request.member_id,
                                         getattr(request, "group_instance_id", None),
                                         request.generation_id)
     return {"throttle_time": 0, "error_code": error}
 
 
 @handles(ApiKey.LEAVE_GROUP)
-async def handle_leave_group(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if ctx.version >= BATCHED_LEAVE_FROM:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    error, errors = ctx.broker.groups.leave_group(request.group_id, members)
+    error, errors = ctx.services.groups.leave_group(request.group_id, members)
     if ctx.version < BATCHED_LEAVE_FROM:
         if error == ErrorCode.none and errors:
             error = errors[0]
@@ -118,15 +123,15 @@ async def handle_leave_group(ctx: Any, request: Any) -> dict[str, Any]:
 
 # ---- ListGroups / DescribeGroups / DeleteGroups -----------------------------------------------
 @handles(ApiKey.LIST_GROUPS)
-async def handle_list_groups(ctx: Any, request: Any) -> dict[str, Any]:
-    error, groups = ctx.broker.groups.list_groups(getattr(request, "states_filter", ()),
+async def handle_list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    error, groups = ctx.services.groups.list_groups(getattr(request, "states_filter", ()),
                                                   getattr(request, "types_filter", ()))
     return {"throttle_time": 0, "error_code": error, "groups": groups}
 
 
 @handles(ApiKey.DESCRIBE_GROUPS)
-async def handle_describe_groups(ctx: Any, request: Any) -> dict[str, Any]:
-    groups = ctx.broker.groups.describe_groups(request.groups, ctx.version)
+async def handle_describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    groups = ctx.services.groups.describe_groups(request.groups, ctx.version)
     if getattr(request, "include_authorized_operations", False):
         for group in groups:
             if group["error_code"] == ErrorCode.none:
@@ -135,8 +140,8 @@ async def handle_describe_groups(ctx: Any, request: Any) -> dict[str, Any]:
 
 
 @handles(ApiKey.DELETE_GROUPS)
-async def handle_delete_groups(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
     names = list(request.groups_names)
-    errors = ctx.broker.groups.delete_groups(names)
+    errors = ctx.services.groups.delete_groups(names)
     return {"throttle_time": 0, "results": [
         {"group_id": name, "error_code": code} for name, code in zip(names, errors, strict=True)]}

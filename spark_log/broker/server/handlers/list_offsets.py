@@ -15,6 +15,8 @@ from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_fo
 from spark_log.broker.replication.replica_manager import LEADER_EPOCH, check_leader_epoch
 from spark_log.broker.server.handlers.fetch import READ_COMMITTED
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 
@@ -22,18 +24,18 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 @handles(ApiKey.LIST_OFFSETS)
-async def handle_list_offsets(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.topics:
         counts = Counter(p.partition_index for p in topic.partitions)
-        partitions = [_list_offset(ctx.broker, topic.name, p, committed,
+        partitions = [_list_offset(ctx.services, topic.name, p, committed,
                                    counts[p.partition_index] > 1) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _list_offset(broker: Any, topic: str, p: Any, committed: bool,
+def _list_offset(services: Services, topic: str, p: Any, committed: bool,
                  duplicate: bool) -> dict[str, Any]:
     entry = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
              "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -41,8 +43,8 @@ def _list_offset(broker: Any, topic: str, p: Any, committed: bool,
         if duplicate:
             raise KafkaError(ErrorCode.invalid_request, "partition listed twice")
         check_leader_epoch(getattr(p, "current_leader_epoch", -1))
-        log = broker.replicas.log(topic, p.partition_index)
-        visible = broker.replicas.last_stable_offset(log) if committed else log.high_watermark
+        log = services.replicas.log(topic, p.partition_index)
+        visible = services.replicas.last_stable_offset(log) if committed else log.high_watermark
         if p.timestamp == LATEST:
             entry.update(offset=visible, leader_epoch=LEADER_EPOCH)
         elif p.timestamp == EARLIEST:
@@ -66,7 +68,7 @@ def _list_offset(broker: Any, topic: str, p: Any, committed: bool,
 
 
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
-async def handle_offset_for_leader_epoch(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> dict[str, Any]:
     topics = []
     for topic in request.topics:
         partitions = []
@@ -75,7 +77,7 @@ async def handle_offset_for_leader_epoch(ctx: Any, request: Any) -> dict[str, An
                      "leader_epoch": -1, "end_offset": -1}
             try:
                 check_leader_epoch(p.current_leader_epoch)
-                log = ctx.broker.replicas.log(topic.topic, p.partition)
+                log = ctx.services.replicas.log(topic.topic, p.partition)
                 epoch, end = log.leader_epoch_cache.end_offset_for(p.leader_epoch,
                                                                    log.log_end_offset)
                 entry.update(leader_epoch=epoch, end_offset=end)

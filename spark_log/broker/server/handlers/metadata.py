@@ -16,6 +16,8 @@ from typing import Any
 from spark_log.broker.errors import error_code_for
 from spark_log.broker.replication.replica_manager import LEADER_EPOCH
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.storage.data_dir.topics_file import TopicInfo
@@ -23,15 +25,15 @@ from spark_log.storage.data_dir.topics_file import TopicInfo
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def broker_entries(broker: Any) -> list[dict[str, Any]]:
-    return [{"node_id": broker.node_id, "broker_id": broker.node_id,
-             "host": broker.advertised_host, "port": broker.advertised_port, "rack": None,
+def broker_entries(services: Services) -> list[dict[str, Any]]:
+    return [{"node_id": services.node_id, "broker_id": services.node_id,
+             "host": services.advertised_host, "port": services.advertised_port, "rack": None,
              "is_fenced": False}]
 
 
-def topic_entry(broker: Any, info: TopicInfo) -> dict[str, Any]:
-    node = broker.node_id
-    if broker.logs.failure.failed:  # the only replica is in an offline log directory
+def topic_entry(services: Services, info: TopicInfo) -> dict[str, Any]:
+    node = services.node_id
+    if services.logs.failure.failed:  # the only replica is in an offline log directory
         partition = {"error_code": ErrorCode.kafka_storage_error, "leader_id": -1,
                      "isr_nodes": [], "offline_replicas": [node]}
     else:
@@ -51,46 +53,46 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id: uuid.UUID | None) 
 
 
 @handles(ApiKey.METADATA)
-async def handle_metadata(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [topic_entry(broker, info) for info in broker.topics.metadata.all()]
+        topics = [topic_entry(services, info) for info in services.topics.metadata.all()]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and \
-            broker.config.get("auto.create.topics.enable")
-        topics = [_lookup(broker, t, allow_create) for t in requested]
+            services.config.get("auto.create.topics.enable")
+        topics = [_lookup(services, t, allow_create) for t in requested]
     return {
-        "throttle_time": 0, "brokers": broker_entries(broker), "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id, "topics": topics, "error_code": ErrorCode.none,
+        "throttle_time": 0, "brokers": broker_entries(services), "cluster_id": services.cluster_id,
+        "controller_id": services.node_id, "topics": topics, "error_code": ErrorCode.none,
     }
 
 
-def _lookup(broker: Any, requested: Any, allow_create: bool) -> dict[str, Any]:
+def _lookup(services: Services, requested: Any, allow_create: bool) -> dict[str, Any]:
     name = getattr(requested, "name", None)
     topic_id = getattr(requested, "topic_id", None)
-    metadata = broker.topics.metadata
+    metadata = services.topics.metadata
     if name is None:
         info = metadata.by_id(topic_id) if topic_id and topic_id != ZERO_UUID else None
         if info is None:
             return _error_entry(ErrorCode.unknown_topic_id, None, topic_id)
-        return topic_entry(broker, info)
+        return topic_entry(services, info)
     info = metadata.get(name)
     if info is None:
         if not allow_create:
             return _error_entry(ErrorCode.unknown_topic_or_partition, name, None)
         try:
-            info = broker.topics.auto_create(name)
+            info = services.topics.auto_create(name)
         except Exception as exc:  # an invalid name answers INVALID_TOPIC_EXCEPTION for it alone
             return _error_entry(error_code_for(exc), name, None)
-    return topic_entry(broker, info)
+    return topic_entry(services, info)
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
-async def handle_describe_cluster(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     return {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-        "endpoint_type": getattr(request, "endpoint_type", 1), "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id, "brokers": broker_entries(broker),
+        "endpoint_type": getattr(request, "endpoint_type", 1), "cluster_id": services.cluster_id,
+        "controller_id": services.node_id, "brokers": broker_entries(services),
     }

@@ -1,5 +1,5 @@
 """OffsetCommit, OffsetFetch and OffsetDelete: committed consumer offsets, kept by the group
-coordinator (`broker.groups`).
+coordinator (`services.groups`).
 
 As in Kafka, the broker checks topics before the coordinator sees them: a topic or partition
 that does not exist fails with UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for a topic named by
@@ -15,8 +15,10 @@ import uuid
 from typing import Any
 
 from spark_log.broker.errors import KafkaError
-from spark_log.broker.group.group_coordinator_offsets import FetchedOffset, PartitionCommit
+from spark_log.broker.group.group_requests import FetchedOffset, PartitionCommit
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import ms
@@ -26,9 +28,9 @@ TOP_LEVEL_FETCH_ERROR_FROM = 2
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _resolve_topic(broker: Any, topic: Any) -> tuple[str | None, uuid.UUID, ErrorCode]:
+def _resolve_topic(services: Services, topic: Any) -> tuple[str | None, uuid.UUID, ErrorCode]:
     """(name, id, error) of a request's topic entry, named by `name` or by `topic_id`."""
-    metadata = broker.topics.metadata
+    metadata = services.topics.metadata
     name = getattr(topic, "name", None)
     if name is None:
         topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
@@ -42,22 +44,22 @@ def _resolve_topic(broker: Any, topic: Any) -> tuple[str | None, uuid.UUID, Erro
     return name, info.topic_id, ErrorCode.none
 
 
-def _partition_count(broker: Any, name: str) -> int:
-    info = broker.topics.metadata.get(name)
+def _partition_count(services: Services, name: str) -> int:
+    info = services.topics.metadata.get(name)
     return info.partitions if info else 0
 
 
 # ---- OffsetCommit -----------------------------------------------------------------------------
 @handles(ApiKey.OFFSET_COMMIT)
-async def handle_offset_commit(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     answers: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     pending: list[tuple[dict[str, Any], PartitionCommit]] = []
     for topic in request.topics:
-        name, topic_id, error = _resolve_topic(broker, topic)
+        name, topic_id, error = _resolve_topic(services, topic)
         entries: list[dict[str, Any]] = []
         answers.append(({"name": name or "", "topic_id": topic_id}, entries))
-        count = _partition_count(broker, name) if error == ErrorCode.none else 0
+        count = _partition_count(services, name) if error == ErrorCode.none else 0
         for p in topic.partitions:
             entry = {"partition_index": p.partition_index, "error_code": error}
             entries.append(entry)
@@ -73,11 +75,11 @@ async def handle_offset_commit(ctx: Any, request: Any) -> dict[str, Any]:
         {**topic, "partitions": entries} for topic, entries in answers]}
 
 
-def _commit(ctx: Any, request: Any, pending: list[tuple[dict[str, Any], PartitionCommit]]
+def _commit(ctx: RequestContext, request: Any, pending: list[tuple[dict[str, Any], PartitionCommit]]
             ) -> None:
     retention = getattr(request, "retention_time", None)
     try:
-        errors = ctx.broker.groups.commit_offsets(
+        errors = ctx.services.groups.commit_offsets(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
             request.generation_id_or_member_epoch, [c for _, c in pending],
             retention_ms=-1 if retention is None else ms(retention), api_version=ctx.version)
@@ -89,7 +91,7 @@ def _commit(ctx: Any, request: Any, pending: list[tuple[dict[str, Any], Partitio
 
 # ---- OffsetFetch ------------------------------------------------------------------------------
 @handles(ApiKey.OFFSET_FETCH)
-async def handle_offset_fetch(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
     stable = getattr(request, "require_stable", False)
     if ctx.version >= BATCHED_FETCH_FROM:
         return {"throttle_time": 0, "groups": [
@@ -102,14 +104,15 @@ async def handle_offset_fetch(ctx: Any, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": group["topics"], "error_code": group["error_code"]}
 
 
-def _fetch_group(ctx: Any, group_id: str, topics: Any, require_stable: bool) -> dict[str, Any]:
-    broker = ctx.broker
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
+                 ) -> dict[str, Any]:
+    services = ctx.services
     wanted: list[tuple[str, int]] | None = None
     unknown: list[dict[str, Any]] = []
     if topics is not None:
         wanted = []
         for topic in topics:
-            name, topic_id, error = _resolve_topic(broker, topic)
+            name, topic_id, error = _resolve_topic(services, topic)
             if name is None:
                 unknown.append(_fetched_topic(name, topic_id, [
                     FetchedOffset("", p, -1, -1, "", error) for p in topic.partition_indexes]))
@@ -117,19 +120,19 @@ def _fetch_group(ctx: Any, group_id: str, topics: Any, require_stable: bool) -> 
                 wanted += [(name, p) for p in topic.partition_indexes]
     error = ErrorCode.none
     try:
-        fetched = broker.groups.fetch_offsets(group_id, wanted, require_stable)
+        fetched = services.groups.fetch_offsets(group_id, wanted, require_stable)
     except KafkaError as e:
         error = e.code
         fetched = [FetchedOffset(t, p, -1, -1, "", e.code) for t, p in wanted or ()]
     return {"group_id": group_id, "error_code": error,
-            "topics": _by_topic(broker, fetched) + unknown}
+            "topics": _by_topic(services, fetched) + unknown}
 
 
-def _by_topic(broker: Any, fetched: list[FetchedOffset]) -> list[dict[str, Any]]:
+def _by_topic(services: Services, fetched: list[FetchedOffset]) -> list[dict[str, Any]]:
     grouped: dict[str, list[FetchedOffset]] = {}
     for f in fetched:
         grouped.setdefault(f.topic, []).append(f)
-    metadata = broker.topics.metadata
+    metadata = services.topics.metadata
     return [_fetched_topic(name, (info.topic_id if (info := metadata.get(name)) else ZERO_UUID),
                            offsets) for name, offsets in grouped.items()]
 
@@ -144,12 +147,12 @@ def _fetched_topic(name: str | None, topic_id: uuid.UUID, offsets: list[FetchedO
 
 # ---- OffsetDelete -----------------------------------------------------------------------------
 @handles(ApiKey.OFFSET_DELETE)
-async def handle_offset_delete(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     answers: list[tuple[str, list[dict[str, Any]]]] = []
     pending: list[tuple[dict[str, Any], tuple[str, int]]] = []
     for topic in request.topics:
-        count = _partition_count(broker, topic.name)
+        count = _partition_count(services, topic.name)
         entries = []
         for p in topic.partitions:
             entry = {"partition_index": p.partition_index,
@@ -159,7 +162,7 @@ async def handle_offset_delete(ctx: Any, request: Any) -> dict[str, Any]:
                 pending.append((entry, (topic.name, p.partition_index)))
         answers.append((topic.name, entries))
     try:
-        errors = broker.groups.delete_offsets(request.group_id, [tp for _, tp in pending])
+        errors = services.groups.delete_offsets(request.group_id, [tp for _, tp in pending])
     except KafkaError as e:  # the group's error; partitions refused before it keep theirs
         sent = {id(entry) for entry, _ in pending}
         refused = [{"name": name, "partitions": [x for x in entries if id(x) not in sent]}

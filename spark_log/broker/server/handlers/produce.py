@@ -14,6 +14,8 @@ from typing import Any
 
 from spark_log.broker.errors import KafkaError, error_code_for, error_message_for
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode, ProtocolError
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.produce_response import PartitionResult, encode_produce_response
@@ -23,12 +25,12 @@ VALID_ACKS = (-1, 0, 1)
 
 
 @handles(ApiKey.PRODUCE)
-async def handle_produce(ctx: Any, request: Any) -> bytes | None:
-    broker = ctx.broker
+async def handle_produce(ctx: RequestContext, request: Any) -> bytes | None:
+    services = ctx.services
     acks = request.acks
     results = []
     for topic in request.topic_data:
-        answers = [_append(broker, topic.name, data.index, data.records, acks)
+        answers = [_append(services, topic.name, data.index, data.records, acks)
                    for data in topic.partition_data]
         results.append((topic.name, answers))
     if acks == 0:
@@ -40,31 +42,31 @@ async def handle_produce(ctx: Any, request: Any) -> bytes | None:
     return encode_produce_response(ctx.header.correlation_id, ctx.version, results)
 
 
-def _append(broker: Any, topic: str, partition: int, records: Any,
+def _append(services: Services, topic: str, partition: int, records: Any,
             acks: int) -> PartitionResult:
     try:
         if acks not in VALID_ACKS:
             raise KafkaError(ErrorCode.invalid_required_acks,
                              f"acks must be -1, 0 or 1, not {acks}")
-        info = broker.topics.metadata.get(topic)
+        info = services.topics.metadata.get(topic)
         if info is not None and info.internal:
             raise KafkaError(ErrorCode.invalid_topic_exception,
                              f"Cannot append to internal topic {topic}")
         if records is None:
             raise KafkaError(ErrorCode.corrupt_message, "the partition's records are null")
-        result = broker.replicas.append(topic, partition, records)
+        result = services.replicas.append(topic, partition, records)
     except Exception as exc:
-        if broker.topics.metadata.get(topic) is not None:  # as Kafka: no series for unknown
-            broker.metrics.record_failed_produce(topic)
-        return _refused(broker, topic, partition, exc)
-    broker.metrics.record_produce(topic, result.size_bytes, result.record_count)
+        if services.topics.metadata.get(topic) is not None:  # as Kafka: no series for unknown
+            services.metrics.record_failed_produce(topic)
+        return _refused(services, topic, partition, exc)
+    services.metrics.record_produce(topic, result.size_bytes, result.record_count)
     return PartitionResult(partition, ErrorCode.none, result.first_offset,
                            result.log_append_time, result.log_start_offset, None)
 
 
-def _refused(broker: Any, topic: str, partition: int, exc: Exception) -> PartitionResult:
+def _refused(services: Services, topic: str, partition: int, exc: Exception) -> PartitionResult:
     record_errors = exc.record_errors if isinstance(exc, StorageError) else ()
     # Kafka's answer to records refused by validation carries the partition's log start offset
-    log_start = broker.replicas.log(topic, partition).log_start_offset if record_errors else -1
+    log_start = services.replicas.log(topic, partition).log_start_offset if record_errors else -1
     return PartitionResult(partition, error_code_for(exc), -1, -1, log_start,
                            error_message_for(exc), record_errors)

@@ -12,14 +12,15 @@ from typing import Any
 
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.handlers.transactions import init_transactional_producer_id
+from spark_log.broker.server.request_context import RequestContext
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 
 
 @handles(ApiKey.INIT_PRODUCER_ID)
-async def handle_init_producer_id(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     if request.transactional_id is not None:
         return await init_transactional_producer_id(ctx, request)
     return {"throttle_time": 0, "error_code": ErrorCode.none,
-            "producer_id": broker.producer_ids.next_id(), "producer_epoch": 0}
+            "producer_id": services.producer_ids.next_id(), "producer_epoch": 0}

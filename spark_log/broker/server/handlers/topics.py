@@ -14,6 +14,8 @@ from typing import Any
 from spark_log.broker.errors import KafkaError, error_code_for, error_message_for
 from spark_log.broker.server.handlers.configs import topic_config_entries
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 
@@ -24,19 +26,19 @@ def _duplicates(names: list[str]) -> set[str]:
     return {n for n, c in Counter(names).items() if c > 1}
 
 
-def _check_assignments(broker: Any, assignments: Any) -> None:
+def _check_assignments(services: Services, assignments: Any) -> None:
     """Manual assignments (lists of broker ids per partition) may only name this broker."""
     for a in assignments or ():
-        unknown = [b for b in a.broker_ids if b != broker.node_id]
+        unknown = [b for b in a.broker_ids if b != services.node_id]
         if unknown:
             raise KafkaError(ErrorCode.invalid_replica_assignment,
                              f"Unknown broker(s) {unknown} in a replica assignment: only broker "
-                             f"{broker.node_id} exists")
+                             f"{services.node_id} exists")
 
 
 @handles(ApiKey.CREATE_TOPICS)
-async def handle_create_topics(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     dupes = _duplicates([t.name for t in request.topics])
     results = []
     for t in request.topics:
@@ -50,14 +52,14 @@ async def handle_create_topics(ctx: Any, request: Any) -> dict[str, Any]:
                                  f"multiple entries for the following topics: {t.name}")
             partitions, factor = t.num_partitions, t.replication_factor
             if t.assignments:
-                _check_assignments(broker, t.assignments)
+                _check_assignments(services, t.assignments)
                 partitions, factor = len(t.assignments), 1
             overrides = {c.name: c.value for c in t.configs if c.value is not None}
-            info = broker.topics.create(t.name, partitions, factor, overrides,
+            info = services.topics.create(t.name, partitions, factor, overrides,
                                         request.validate_only)
             result.update(topic_id=info.topic_id, num_partitions=info.partitions,
                           replication_factor=1,
-                          configs=topic_config_entries(broker, overrides, None))
+                          configs=topic_config_entries(services, overrides, None))
         except Exception as exc:
             result.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
         results.append(result)
@@ -65,8 +67,8 @@ async def handle_create_topics(ctx: Any, request: Any) -> dict[str, Any]:
 
 
 @handles(ApiKey.DELETE_TOPICS)
-async def handle_delete_topics(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     wanted = [(getattr(t, "name", None), getattr(t, "topic_id", None))
               for t in getattr(request, "topics", ())]
     wanted += [(name, None) for name in getattr(request, "topic_names", ())]
@@ -77,26 +79,26 @@ async def handle_delete_topics(ctx: Any, request: Any) -> dict[str, Any]:
                     "error_code": ErrorCode.none, "error_message": None}
         try:
             if name is None:
-                info = broker.topics.metadata.by_id(topic_id) if topic_id else None
+                info = services.topics.metadata.by_id(topic_id) if topic_id else None
                 if info is None:
                     raise KafkaError(ErrorCode.unknown_topic_id)
                 name = info.name
-            deleted = broker.topics.delete(name)
+            deleted = services.topics.delete(name)
             deleted_names.append(name)
             response.update(name=name, topic_id=deleted.topic_id)
         except Exception as exc:
             response.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
         responses.append(response)
     if deleted_names:
-        broker.groups.on_topics_deleted(deleted_names)  # tombstones for their committed offsets
-        broker.metrics.forget_topics(deleted_names)
-    broker.replicas.wake_all()
+        services.groups.on_topics_deleted(deleted_names)  # tombstones for their committed offsets
+        services.metrics.forget_topics(deleted_names)
+    services.replicas.wake_all()
     return {"throttle_time": 0, "responses": responses}
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-async def handle_create_partitions(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     dupes = _duplicates([t.name for t in request.topics])
     results = []
     for t in request.topics:
@@ -104,8 +106,8 @@ async def handle_create_partitions(ctx: Any, request: Any) -> dict[str, Any]:
         try:
             if t.name in dupes:
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate topic in request.")
-            _check_assignments(broker, t.assignments)
-            broker.topics.add_partitions(t.name, t.count, request.validate_only)
+            _check_assignments(services, t.assignments)
+            services.topics.add_partitions(t.name, t.count, request.validate_only)
         except Exception as exc:
             result.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
         results.append(result)
@@ -113,7 +115,7 @@ async def handle_create_partitions(ctx: Any, request: Any) -> dict[str, Any]:
 
 
 @handles(ApiKey.DELETE_RECORDS)
-async def handle_delete_records(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
     topics = []
     for t in request.topics:
         partitions = []
@@ -121,7 +123,7 @@ async def handle_delete_records(ctx: Any, request: Any) -> dict[str, Any]:
             entry = {"partition_index": p.partition_index, "low_watermark": -1,
                      "error_code": ErrorCode.none}
             try:
-                entry["low_watermark"] = ctx.broker.topics.delete_records(
+                entry["low_watermark"] = ctx.services.topics.delete_records(
                     t.name, p.partition_index, p.offset)
             except Exception as exc:
                 entry["error_code"] = error_code_for(exc)

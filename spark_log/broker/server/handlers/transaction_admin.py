@@ -14,6 +14,8 @@ from typing import Any
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_for
 from spark_log.broker.server.handlers.registry import handles
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.broker.transaction.transaction_metadata import TransactionMetadata, TxnState
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
@@ -27,8 +29,8 @@ def _start_time(start_ms: int) -> int | datetime.datetime:
 
 
 @handles(ApiKey.LIST_TRANSACTIONS)
-async def handle_list_transactions(ctx: Any, request: Any) -> dict[str, Any]:
-    coordinator = ctx.broker.transactions
+async def handle_list_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    coordinator = ctx.services.transactions
     if not coordinator.loaded():
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_load_in_progress,
                 "unknown_state_filters": [], "transaction_states": []}
@@ -37,7 +39,7 @@ async def handle_list_transactions(ctx: Any, request: Any) -> dict[str, Any]:
     wanted_states = {s for s in states if s is not None}
     pids = set(request.producer_id_filters)
     min_duration = getattr(request, "duration_filter", -1)
-    now = ctx.broker.clock.now_ms()
+    now = ctx.services.clock.now_ms()
     found = []
     for m in coordinator.transactions.values():
         if (request.state_filters and m.state not in wanted_states) or \
@@ -51,8 +53,8 @@ async def handle_list_transactions(ctx: Any, request: Any) -> dict[str, Any]:
 
 
 @handles(ApiKey.DESCRIBE_TRANSACTIONS)
-async def handle_describe_transactions(ctx: Any, request: Any) -> dict[str, Any]:
-    coordinator = ctx.broker.transactions
+async def handle_describe_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    coordinator = ctx.services.transactions
     return {"throttle_time": 0, "transaction_states": [
         _describe(coordinator, tid) for tid in request.transactional_ids]}
 
@@ -79,19 +81,19 @@ def _describe(coordinator: Any, transactional_id: str) -> dict[str, Any]:
 
 
 @handles(ApiKey.DESCRIBE_PRODUCERS)
-async def handle_describe_producers(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any]:
     topics = []
     for topic in request.topics:
-        partitions = [_producers(ctx.broker, topic.name, p) for p in topic.partition_indexes]
+        partitions = [_producers(ctx.services, topic.name, p) for p in topic.partition_indexes]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _producers(broker: Any, topic: str, partition: int) -> dict[str, Any]:
+def _producers(services: Services, topic: str, partition: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": partition, "error_code": ErrorCode.none,
                              "error_message": None, "active_producers": []}
     try:
-        log = broker.replicas.log(topic, partition)
+        log = services.replicas.log(topic, partition)
         entry["active_producers"] = [
             {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch,
              "last_sequence": p.last_seq, "last_timestamp": p.last_timestamp,

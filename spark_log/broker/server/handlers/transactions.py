@@ -1,8 +1,8 @@
 """The transactional APIs: InitProducerId (transactional ids), AddPartitionsToTxn v0-3,
 AddOffsetsToTxn, EndTxn, TxnOffsetCommit and WriteTxnMarkers v1.
 
-They translate wire versions to `broker.transactions` (the transaction coordinator) and, for
-TxnOffsetCommit, `broker.groups`. Clients that predate KIP-588 do not know PRODUCER_FENCED:
+They translate wire versions to `services.transactions` (the transaction coordinator) and, for
+TxnOffsetCommit, `services.groups`. Clients that predate KIP-588 do not know PRODUCER_FENCED:
 as Kafka does, they get INVALID_PRODUCER_EPOCH instead (InitProducerId before v4, the Add*ToTxn
 and EndTxn requests before v2). AddPartitionsToTxn answers per partition: a partition that does
 not exist gets UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED.
@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from spark_log.broker.errors import KafkaError
-from spark_log.broker.group.group_coordinator_offsets import PartitionCommit
+from spark_log.broker.group.group_requests import PartitionCommit
 from spark_log.broker.server.handlers.registry import handles
-from spark_log.broker.transaction.transaction_coordinator import ProducerIdAndEpoch
-from spark_log.broker.transaction.transaction_markers import write_marker
+from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
+from spark_log.broker.transaction.transaction_metadata import ProducerIdAndEpoch
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import ms
@@ -25,19 +26,19 @@ FENCED_FROM = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
                ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2}
 
 
-def _code(ctx: Any, error: KafkaError) -> ErrorCode:
+def _code(ctx: RequestContext, error: KafkaError) -> ErrorCode:
     first = FENCED_FROM.get(ctx.header.api_key)
     if error.code == ErrorCode.producer_fenced and first is not None and ctx.version < first:
         return ErrorCode.invalid_producer_epoch
     return error.code
 
 
-async def init_transactional_producer_id(ctx: Any, request: Any) -> dict[str, Any]:
+async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
     """InitProducerId with a transactional id (called by the InitProducerId handler)."""
     pid = getattr(request, "producer_id", -1)
     expected = ProducerIdAndEpoch(pid, request.producer_epoch) if pid >= 0 else None
     try:
-        producer_id, epoch = ctx.broker.transactions.init_producer_id(
+        producer_id, epoch = ctx.services.transactions.init_producer_id(
             request.transactional_id, ms(request.transaction_timeout), expected)
     except KafkaError as e:
         return {"throttle_time": 0, "error_code": _code(ctx, e), "producer_id": -1,
@@ -47,16 +48,16 @@ async def init_transactional_producer_id(ctx: Any, request: Any) -> dict[str, An
 
 
 @handles(ApiKey.ADD_PARTITIONS_TO_TXN)
-async def handle_add_partitions_to_txn(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    unknown = {(t, p) for t, p in wanted if not _exists(broker, t, p)}
+    unknown = {(t, p) for t, p in wanted if not _exists(services, t, p)}
     if unknown:
         errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
                   else ErrorCode.operation_not_attempted for tp in wanted}
     else:
         try:
-            broker.transactions.add_partitions(
+            services.transactions.add_partitions(
                 request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                 request.v3_and_below_producer_epoch, wanted)
             code = ErrorCode.none
@@ -71,18 +72,18 @@ async def handle_add_partitions_to_txn(ctx: Any, request: Any) -> dict[str, Any]
         {"name": name, "results_by_partition": results} for name, results in topics.items()]}
 
 
-def _exists(broker: Any, topic: str, partition: int) -> bool:
-    info = broker.topics.metadata.get(topic)
+def _exists(services: Services, topic: str, partition: int) -> bool:
+    info = services.topics.metadata.get(topic)
     return info is not None and 0 <= partition < info.partitions
 
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN)
-async def handle_add_offsets_to_txn(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
     try:
         if not request.group_id:
             raise KafkaError(ErrorCode.invalid_group_id)
-        ctx.broker.groups.ensure_ready(request.group_id)
-        ctx.broker.transactions.add_offsets(request.transactional_id, request.producer_id,
+        ctx.services.groups.ensure_ready(request.group_id)
+        ctx.services.transactions.add_offsets(request.transactional_id, request.producer_id,
                                             request.producer_epoch, request.group_id)
         code = ErrorCode.none
     except KafkaError as e:
@@ -91,9 +92,9 @@ async def handle_add_offsets_to_txn(ctx: Any, request: Any) -> dict[str, Any]:
 
 
 @handles(ApiKey.END_TXN)
-async def handle_end_txn(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_end_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
     try:
-        ctx.broker.transactions.end_transaction(request.transactional_id, request.producer_id,
+        ctx.services.transactions.end_transaction(request.transactional_id, request.producer_id,
                                                 request.producer_epoch, request.committed)
         code = ErrorCode.none
     except KafkaError as e:
@@ -102,8 +103,8 @@ async def handle_end_txn(ctx: Any, request: Any) -> dict[str, Any]:
 
 
 @handles(ApiKey.TXN_OFFSET_COMMIT)
-async def handle_txn_offset_commit(ctx: Any, request: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     commits, slots = [], []
     answers: list[dict[str, Any]] = []
     for topic in request.topics:
@@ -112,7 +113,7 @@ async def handle_txn_offset_commit(ctx: Any, request: Any) -> dict[str, Any]:
         for p in topic.partitions:
             entry = {"partition_index": p.partition_index, "error_code": ErrorCode.none}
             partitions.append(entry)
-            if not _exists(broker, topic.name, p.partition_index):
+            if not _exists(services, topic.name, p.partition_index):
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 continue
             commits.append(PartitionCommit(topic.name, p.partition_index, p.committed_offset,
@@ -120,7 +121,7 @@ async def handle_txn_offset_commit(ctx: Any, request: Any) -> dict[str, Any]:
                                            p.committed_metadata))
             slots.append(entry)
     try:
-        codes = broker.groups.commit_transactional_offsets(
+        codes = services.groups.commit_transactional_offsets(
             request.group_id, request.producer_id, request.producer_epoch, commits,
             getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
             getattr(request, "group_instance_id", None)) if commits else []
@@ -132,15 +133,15 @@ async def handle_txn_offset_commit(ctx: Any, request: Any) -> dict[str, Any]:
 
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
-async def handle_write_txn_markers(ctx: Any, request: Any) -> dict[str, Any]:
+async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> dict[str, Any]:
     """For tools: write the given markers (this broker leads every partition)."""
-    broker = ctx.broker
+    transactions = ctx.services.transactions
     results = []
     for marker in request.markers:
         topics = []
         for topic in marker.topics:
-            partitions = [{"partition_index": p, "error_code": write_marker(
-                broker, topic.name, p, marker.producer_id, marker.producer_epoch,
+            partitions = [{"partition_index": p, "error_code": transactions.write_marker(
+                topic.name, p, marker.producer_id, marker.producer_epoch,
                 marker.transaction_result, marker.coordinator_epoch)}
                 for p in topic.partition_indexes]
             topics.append({"name": topic.name, "partitions": partitions})
