@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from spark_log.broker.group.group import group_metadata_records as gm
+from spark_log.broker.group import group_metadata_records as gm
 from spark_log.protocol.errors import ProtocolError
 from spark_log.records import CorruptRecordError
 
