@@ -46,7 +46,8 @@ from spark_log.storage.data_dir.atomic_file import write_atomically
 from spark_log.storage.data_dir.lock_file import DataDirLock
 from spark_log.storage.data_dir.prepare import prepare_data_dir
 from spark_log.storage.data_dir.topics_file import INTERNAL_TOPICS
-from spark_log.storage.log.log_manager import LogManager, parse_partition_dir
+from spark_log.storage.log.log_manager import LogManager
+from spark_log.storage.log.partition_dir import parse_partition_dir
 from spark_log.storage.log.record_checks import (
     RECORD_TIMESTAMP_SEARCH,
     validate_records,

@@ -1,1 +1,8 @@
-"""spark_log.cli"""
+"""spark_log.cli: the `spark-log` command (topics, groups, produce, consume, perf, dump-log, the
+sidecar, and `broker`).
+
+May import client/, storage/ (dump-log reads data directories offline), records/, the sidecar
+and the small top-level helpers; the broker only through the wire, except `main`, which runs one
+for `spark-log broker`, and dump-log's decoders of the coordinators' records (listed in the
+import-linter contract in pyproject.toml).
+"""

@@ -34,8 +34,12 @@ from spark_log.storage.checkpoint import (
 )
 from spark_log.storage.cleaner.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
 from spark_log.storage.data_dir import lock_file, meta_properties, producer_id_block, topics_file
-from spark_log.storage.log.log_manager import CLEAN_SHUTDOWN_FILE, parse_partition_dir
-from spark_log.storage.log.partition_log import DELETE_DIR_SUFFIX, partition_dir_name
+from spark_log.storage.log.log_manager import CLEAN_SHUTDOWN_FILE
+from spark_log.storage.log.partition_dir import (
+    DELETE_DIR_SUFFIX,
+    parse_partition_dir,
+    partition_dir_name,
+)
 
 from .errors import CliError
 from .output import print_json, progress

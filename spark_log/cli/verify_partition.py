@@ -34,7 +34,7 @@ from spark_log.storage.filesystem import DEFAULT_FS
 from spark_log.storage.index.transaction_index import AbortedTxn, TransactionIndex
 from spark_log.storage.log.batch_check import batch_problems
 from spark_log.storage.log.leader_epoch import LeaderEpochCache
-from spark_log.storage.log.segment import (
+from spark_log.storage.log.segment_files import (
     CLEANED_SUFFIX,
     DAMAGED_FILE,
     DELETED_SUFFIX,

@@ -4,6 +4,8 @@ Server loop: `FrameDecoder.feed(data)` -> frames; `parse_request(frame)` -> (hea
 `ApiSet.accepts(...)` decides; `decode_request_body(header, body)` -> kio request entity;
 `encode_response(correlation_id, entity)` -> frame bytes, or `encode_fetch_response(...)` -> parts
 with the records objects in place.
+
+Imports records/ at most and kio (the message codecs); nothing of spark_log's above it.
 """
 
 from .api_table import API_TABLE, ApiSpec, spec_for

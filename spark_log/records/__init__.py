@@ -2,6 +2,8 @@
 
 Build a batch with `build_batch(records, ...)`, decode one with `decode_batch(buf)`, walk a log
 slice lazily with `iter_batches(view)`. Every malformed input raises `CorruptRecordError`.
+
+The bottom layer: imports nothing of spark_log's but the small top-level helpers.
 """
 
 from .batch_header import (

@@ -117,6 +117,8 @@ def _write_bytes(out: bytearray, value: bytes | None, what: str) -> None:
     out += value
 
 
+# Long: the hot decoding loop, inlined on purpose; a helper call per field costs more than
+# the decoding itself.
 def decode_records(
     data: bytes,
     pos: int,

@@ -44,6 +44,8 @@ from .record import NO_TIMESTAMP, Record, decode_records, encode_records, scan_k
 Buffer = bytes | bytearray | memoryview
 
 
+# Long: one keyword per field of Kafka's MemoryRecordsBuilder and the header packed field by
+# field; splitting it would only pass the same thirteen values around.
 def build_batch(
     records: Iterable[Record],
     *,

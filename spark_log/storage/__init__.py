@@ -1,7 +1,17 @@
-"""spark_log.storage: the crash-safe segmented partition log (Kafka's LogSegment, UnifiedLog,
-LogManager). Files only: storage takes a Clock and a FileSystem and never touches sockets.
+"""spark_log.storage: the crash-safe segmented partition log (Kafka's storage module). Files
+only: storage takes a Clock and a FileSystem and never touches sockets.
 
-The broker's entry points are re-exported here.
+    log/              segments, the partition log, loading and recovery, the log manager
+    index/            offset, time and transaction indexes
+    producer_state/   producers' epochs, sequences and open transactions; snapshots
+    cleaner/          log compaction
+    data_dir/         the data directory's other files: .lock, meta.properties, topics.json,
+                      producer-id-block
+    errors, filesystem, checkpoint, append_info   shared by all of them
+
+May import records/, the clock and `spark_log.properties`; never the broker, clients, the data
+source or the CLI (import-linter contracts in pyproject.toml). The broker's entry points are
+re-exported here.
 """
 
 from spark_log.storage.append_info import AppendInfo, AppendOrigin

@@ -12,25 +12,14 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 
-from spark_log.broker.errors import KafkaError, UnknownTopicError
-from spark_log.protocol import ErrorCode
+from spark_log.broker.errors import UnknownTopicError
+from spark_log.broker.replication.leader_epochs import LEADER_EPOCH
 from spark_log.storage.append_info import AppendInfo, AppendOrigin
 from spark_log.storage.log.file_records import FetchSlice, slice_next_offset
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.partition_log import PartitionLog
 
-LEADER_EPOCH = 0
-
 TopicPartition = tuple[str, int]
-
-
-def check_leader_epoch(current: int) -> None:
-    """KIP-320: a client that knows a newer epoch than ours, or an older one, must refresh."""
-    if current < 0 or current == LEADER_EPOCH:
-        return
-    if current < LEADER_EPOCH:
-        raise KafkaError(ErrorCode.fenced_leader_epoch)
-    raise KafkaError(ErrorCode.unknown_leader_epoch)
 
 
 class ReplicaManager:

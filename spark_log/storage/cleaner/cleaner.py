@@ -36,12 +36,12 @@ from spark_log.storage.index.transaction_index import AbortedTxn
 from spark_log.storage.log.file_records import FetchSlice
 from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.partition_log import PartitionLog
-from spark_log.storage.log.segment import (
+from spark_log.storage.log.segment import Segment
+from spark_log.storage.log.segment_files import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    Segment,
     segment_file_name,
 )
 

@@ -16,16 +16,16 @@ from spark_log.storage.log.file_records import EMPTY_SLICE, FetchSlice
 from spark_log.storage.log.log_config import LONG_MAX, LogConfig
 from spark_log.storage.log.log_segments import LogSegments
 from spark_log.storage.log.log_validator import ValidatedAppend
-from spark_log.storage.log.segment import (
+from spark_log.storage.log.segment import Segment
+from spark_log.storage.log.segment_deleter import SegmentDeleter
+from spark_log.storage.log.segment_files import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    Segment,
     segment_file_name,
 )
-from spark_log.storage.log.segment_deleter import SegmentDeleter
 
 log = logging.getLogger(__name__)
 

@@ -35,14 +35,14 @@ from spark_log.clock import Clock
 from spark_log.records.batch_header import BatchHeader
 from spark_log.storage.filesystem import FileSystem
 from spark_log.storage.log.log_config import LogConfig
-from spark_log.storage.log.segment import (
+from spark_log.storage.log.segment import Segment
+from spark_log.storage.log.segment_files import (
     DELETED_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_FILE,
-    Damage,
-    Segment,
     damaged_file_name,
 )
+from spark_log.storage.log.segment_recovery import Damage
 from spark_log.storage.log.swap_recovery import recover_interrupted_swaps
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Callable, Mapping
 
 from spark_log.clock import SYSTEM_CLOCK, Clock
@@ -37,27 +36,18 @@ from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
 from spark_log.storage.log.log_config import DEFAULT_CONFIG, LogConfig
 from spark_log.storage.log.log_dir_failure import LogDirFailure
 from spark_log.storage.log.log_validator import RecordValidator
-from spark_log.storage.log.partition_log import DELETE_DIR_SUFFIX, PartitionLog
+from spark_log.storage.log.partition_dir import (
+    DELETE_DIR_SUFFIX,
+    is_legal_topic,
+    parse_partition_dir,
+)
+from spark_log.storage.log.partition_log import PartitionLog
 from spark_log.storage.log.timestamp_search import HEADER_ONLY, RecordSearch
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _OTHER_DIR_SUFFIXES = ("-future", "-stray")
-
-
-def parse_partition_dir(name: str) -> TopicPartition | None:
-    """('my-topic.v2', 3) for 'my-topic.v2-3': topics may hold '-' and '.', so split on the
-    last '-'. None if the name is not a partition directory."""
-    topic, dash, partition = name.rpartition("-")
-    if not dash or not partition.isdigit() or not is_legal_topic(topic):
-        return None
-    return topic, int(partition)
-
-
-def is_legal_topic(topic: str) -> bool:
-    return bool(_LEGAL_TOPIC.fullmatch(topic)) and topic not in (".", "..")
 
 
 class LogManager:

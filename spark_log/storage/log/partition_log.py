@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -32,6 +31,7 @@ from spark_log.storage.log.log_dir_failure import LogDirFailure
 from spark_log.storage.log.log_loader import load_segments
 from spark_log.storage.log.log_validator import RecordValidator, validate_append
 from spark_log.storage.log.offset_lookup import OffsetLookup
+from spark_log.storage.log.partition_dir import delete_dir_name, partition_dir_name
 from spark_log.storage.log.partition_producers import PartitionProducers
 from spark_log.storage.log.retention import (
     Predicate,
@@ -47,18 +47,7 @@ from spark_log.storage.producer_state.producer_state_entry import BatchMetadata,
 
 log = logging.getLogger(__name__)
 
-DELETE_DIR_SUFFIX = "-delete"
 T = TypeVar("T")
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def delete_dir_name(topic: str, partition: int) -> str:
-    """`<topic>-<partition>.<uuid hex>-delete`, the topic cut so the name fits 255 bytes."""
-    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-    return topic[: 255 - len(suffix)] + suffix
 
 
 class PartitionLog:

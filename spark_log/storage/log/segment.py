@@ -6,49 +6,50 @@ Files are named after the base offset as 20 digits: `00000000000000001234.log`, 
 bytes apart from their 61-byte header.
 """
 
+# Long: one class, Kafka's LogSegment. Appends, reads, rolling, timestamps and the files'
+# lifecycle all work on the segment's lazily loaded indexes and cached timestamps; checking and
+# recovery live in segment_recovery, file names in segment_files.
 from __future__ import annotations
 
 import logging
 import os
 import random
-import re
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 from spark_log.clock import Clock
-from spark_log.records.batch_header import BatchHeader, iter_headers, read_header
+from spark_log.records.batch_header import BatchHeader
 from spark_log.records.errors import CorruptRecordError
 from spark_log.storage.errors import CorruptIndexError
 from spark_log.storage.filesystem import DEFAULT_FS, Buffer, FileSystem
 from spark_log.storage.index.offset_index import OffsetIndex
 from spark_log.storage.index.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from spark_log.storage.index.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
-from spark_log.storage.log.batch_check import CheckedRanges, batch_problems, check_batches
+from spark_log.storage.log.batch_check import CheckedRanges
 from spark_log.storage.log.file_records import FetchSlice, FileRecords
 from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.segment_files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    segment_file_name,
+)
+from spark_log.storage.log.segment_recovery import (
+    Damage,
+    Walked,
+    check_head_and_tail,
+    check_index,
+    check_unchecked,
+    cut_log,
+    damage_found,
+    header_at,
+    index_batches,
+    indexes_problem,
+    last_offset_readable,
+)
 from spark_log.storage.log.timestamp_search import RecordSearch, TimestampAndOffset
 
 log = logging.getLogger(__name__)
-
-LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX, SWAP_SUFFIX = ".cleaned", ".swap"  # a cleaned segment before and during its swap
-
-
-# A segment's files: the base offset as 20 digits and one of the four suffixes.
-SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.txnindex)")
-DAMAGED_FILE = re.compile(r"[0-9]{20}\.damaged-[0-9]+\.log")  # see damaged_file_name
-
-
-def segment_file_name(base_offset: int, suffix: str) -> str:
-    return f"{base_offset:020d}{suffix}"
-
-
-def damaged_file_name(base_offset: int, now_ms: int) -> str:
-    """Where recovery keeps bytes it cut that still hold whole batches: not a segment name (the
-    loader ignores it), but a .log that `spark-log dump-log` reads."""
-    return f"{base_offset:020d}.damaged-{now_ms}.log"
-
 
 class DamagedSegmentError(CorruptRecordError):
     """A batch of `segment` failed its check while being read: the log cannot be trusted from
@@ -123,33 +124,17 @@ class Segment:
 
     def index_problem(self) -> str | None:
         """Why the index files cannot be used as they are (missing or torn), without opening."""
-        for index in (self._offset_index, self._time_index):
-            if not os.path.exists(index.path):
-                return f"index file {index.path} is missing"
-            reason = index.check_size()
-            if reason:
-                return f"index file {index.path}: {reason}"
-        return None
+        return indexes_problem(self._offset_index, self._time_index)
 
     def _load_index(self, index: OffsetIndex | TimeIndex) -> None:
         try:
-            index.load()
-            if isinstance(index, OffsetIndex):
-                index.sanity_check(self.size)
-                last = index.last_entry()
-                if index.entries and self._header_at(last.position).last_offset != last.offset:
-                    raise CorruptIndexError(f"corrupt offset index {index.path}: last entry "
-                                            f"{tuple(last)} does not match the log")
-            else:  # no cross-check with the log: it would need the offset index too
-                index.sanity_check()
+            check_index(index, self.log)
         except (CorruptIndexError, CorruptRecordError) as e:
             log.warning("%s; rebuilding the indexes of %s", e, self.log.path)
             self.rebuild_indexes()
 
     def _header_at(self, position: int) -> BatchHeader:
-        for _, header in self.log.batches(position):
-            return header
-        raise CorruptRecordError(f"no batch at byte {position} of {self.log.path}")
+        return header_at(self.log, position)
 
     # ---- append -------------------------------------------------------------------------
 
@@ -263,40 +248,22 @@ class Segment:
     def check(self, start: int, end: int, limit_offset: int | None = None) -> None:
         """Check the batches in bytes [start, end) that no one has checked since the segment
         was opened (see `batch_check`); raises DamagedSegmentError at the first bad one."""
-        gaps = self.checked.gaps(start, end)
-        if not gaps:
-            return
-        mm = self.log.map()
         try:
-            for a, b in gaps:
-                check_batches(mm, a, b, base_offset=self.base_offset,  # type: ignore[arg-type]
-                              limit_offset=limit_offset)
-                self.checked.add(a, b)
+            check_unchecked(self.log, self.checked, start, end, self.base_offset, limit_offset)
         except CorruptRecordError as e:
             raise DamagedSegmentError(self, e) from e
-        finally:
-            del mm
 
     def check_tail(self) -> int | str:
         """Start-up's check of the active segment after a clean shutdown (its tail is read for
         the log end offset anyway): the first batch, and every batch from the last offset
         index entry to the end. The offset after the last batch, or the problem found."""
-        size = self.log.size
-        if size == 0:
+        if self.log.size == 0:
             return self.base_offset
-        mm = self.log.map()
         try:
             tail = self.offset_index.last_entry().position
-            first_end = read_header(mm, 0).size  # type: ignore[arg-type]
-            check_batches(mm, 0, first_end, base_offset=self.base_offset)  # type: ignore
-            last = check_batches(mm, tail, size, base_offset=self.base_offset)  # type: ignore
-        except (CorruptRecordError, CorruptIndexError) as e:
+        except CorruptIndexError as e:
             return f"{self.log.path}: {e}"
-        finally:
-            del mm
-        self.checked.add(0, first_end)
-        self.checked.add(tail, size)
-        return self.base_offset if last is None else last.next_offset
+        return check_head_and_tail(self.log, tail, self.base_offset, self.checked)
 
     def _walk_from(self, start: int, stop: int, max_offset: int | None) -> int:
         """A batch position in [start, stop] from which a forward walk finds the read's end:
@@ -314,13 +281,7 @@ class Segment:
     def last_offset_readable(self) -> int:
         """The last offset of the batches a header walk from the start can read (the base
         offset - 1 if none): for a segment about to be dropped, whose indexes are not trusted."""
-        last = self.base_offset - 1
-        try:
-            for _, header in self.log.batches():
-                last = header.last_offset
-        except CorruptRecordError:
-            pass
-        return last
+        return last_offset_readable(self.log, self.base_offset)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when empty)."""
@@ -387,92 +348,36 @@ class Segment:
         Returns where the first invalid byte lies, or None if the whole file is valid; the
         caller cuts it there (`cut`), keeping the bytes or not."""
         self.txn_index.reset()  # rebuilt with the producer state
-        valid, next_offset, problem = self._rebuild(verify=True, on_batch=on_batch,
-                                                    limit_offset=limit_offset)
+        walked = self._rebuild(verify=True, on_batch=on_batch, limit_offset=limit_offset)
         self.checked.clear()
-        self.checked.add(0, valid)
-        if problem is None:
-            return None
-        first_offset = last_offset = None
-        mm = self.log.map()
-        try:
-            header = read_header(mm, valid)  # type: ignore[arg-type]
-            first_offset, last_offset = header.base_offset, header.last_offset
-        except CorruptRecordError:
-            pass  # a torn write or garbage: no batch to speak of
-        del mm
-        return Damage(valid, next_offset, problem, first_offset, last_offset)
+        self.checked.add(0, walked.valid)
+        return damage_found(self.log, walked)
 
     def cut(self, position: int, keep_path: str | None) -> int:
         """Truncate the .log to `position` after copying the bytes cut to `keep_path` (if
         given, fsynced); returns the number of bytes cut."""
-        file_size = os.fstat(self.log.fd).st_size
-        if keep_path is not None:
-            fd = self.fs.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-            try:
-                done = 0
-                while position + done < file_size:
-                    chunk = os.pread(self.log.fd, min(1 << 20, file_size - position - done),
-                                     position + done)
-                    if not chunk:
-                        break
-                    self.fs.write_fully(fd, [chunk], done)
-                    done += len(chunk)
-                self.fs.fsync(fd)
-            finally:
-                self.fs.close(fd)
-        self.log.size = position
         self.checked.truncate(position)
-        return self.log.truncate_to(position) if file_size != position else 0
+        return cut_log(self.log, self.fs, position, keep_path)
 
     def rebuild_indexes(self) -> None:
         """Rebuild both indexes by walking the batch headers (no truncation)."""
-        valid, _, problem = self._rebuild(verify=False)
-        if problem is not None:
+        walked = self._rebuild(verify=False)
+        if walked.problem is not None:
             log.warning("%s has invalid data at byte %d (%s); reads past it will fail",
-                        self.log.path, valid, problem)
+                        self.log.path, walked.valid, walked.problem)
 
     def _rebuild(self, *, verify: bool, on_batch: Callable[[BatchHeader], None] | None = None,
-                 limit_offset: int | None = None) -> tuple[int, int, str | None]:
-        """Index every batch from the start; returns the bytes of valid batches, the offset
-        after them, and what stopped the walk (None: the end of the file)."""
-        oi, ti = self._offset_index, self._time_index
-        for index in (oi, ti):
-            index.load()
-            index.set_writable(True)  # room for every entry while rebuilding
-            index.reset()
+                 limit_offset: int | None = None) -> Walked:
+        """Rebuild both indexes from the batches (see `segment_recovery.index_batches`)."""
+        walked = index_batches(self.log, self._offset_index, self._time_index, self.base_offset,
+                               self._config.index_interval_bytes, verify=verify,
+                               on_batch=on_batch, limit_offset=limit_offset)
         self._bytes_since_index = 0
-        max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        valid = last_entry_at = 0
-        next_offset = self.base_offset
-        problem = None
-        mm = self.log.map()
-        try:
-            end = None if verify else self.log.size  # recovery also walks a torn tail
-            for pos, h in iter_headers(mm, 0, end) if mm is not None else ():
-                problems = batch_problems(memoryview(mm)[pos : pos + h.size], pos, h,  # type: ignore
-                                          base_offset=self.base_offset, next_offset=next_offset,
-                                          limit_offset=limit_offset, crc=verify)
-                if problems:
-                    raise CorruptRecordError(problems[0])
-                if h.max_timestamp > max_ts.timestamp:
-                    max_ts = TimestampOffset(h.max_timestamp, h.last_offset)
-                if pos - last_entry_at > self._config.index_interval_bytes:
-                    oi.append(h.last_offset, pos)
-                    ti.maybe_append(*max_ts)
-                    last_entry_at = pos
-                if on_batch is not None:
-                    on_batch(h)
-                valid, next_offset = pos + h.size, h.next_offset
-        except CorruptRecordError as e:
-            problem = str(e)
-        del mm
-        ti.maybe_append(*max_ts, skip_full_check=True)
-        self._max_ts = max_ts
+        self._max_ts = walked.max_timestamp
         self._rolling_ts = None
-        for index in (oi, ti):
+        for index in (self._offset_index, self._time_index):
             index.set_writable(self._active)
-        return valid, next_offset, problem
+        return walked
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch that ends at or after `offset` (the whole batch holding it);
@@ -580,22 +485,6 @@ class Segment:
 
     def __repr__(self) -> str:
         return f"Segment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"
-
-
-class Damage(NamedTuple):
-    """Where recovery found a segment's first invalid byte, and what lies there."""
-
-    position: int  # bytes before it are whole valid batches
-    next_offset: int  # the offset after those batches
-    reason: str
-    # When a whole batch failed its CRC or offset check (data, not a torn write): the offsets
-    # it claims.
-    first_offset: int | None
-    last_offset: int | None
-
-    @property
-    def whole_batch(self) -> bool:
-        return self.first_offset is not None
 
 
 def _epoch(header: BatchHeader) -> int | None:

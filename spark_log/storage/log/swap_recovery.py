@@ -27,7 +27,7 @@ import re
 from spark_log.records.batch_header import iter_headers
 from spark_log.records.errors import CorruptRecordError
 from spark_log.storage.filesystem import FileSystem
-from spark_log.storage.log.segment import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
+from spark_log.storage.log.segment_files import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
 
 log = logging.getLogger(__name__)
 

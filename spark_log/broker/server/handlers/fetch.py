@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_for
-from spark_log.broker.replication.replica_manager import check_leader_epoch
+from spark_log.broker.replication.leader_epochs import check_leader_epoch
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services

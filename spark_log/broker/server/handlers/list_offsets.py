@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_for
-from spark_log.broker.replication.replica_manager import LEADER_EPOCH, check_leader_epoch
+from spark_log.broker.replication.leader_epochs import LEADER_EPOCH, check_leader_epoch
 from spark_log.broker.server.handlers.fetch import READ_COMMITTED
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext

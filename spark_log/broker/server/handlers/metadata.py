@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from spark_log.broker.errors import error_code_for
-from spark_log.broker.replication.replica_manager import LEADER_EPOCH
+from spark_log.broker.replication.leader_epochs import LEADER_EPOCH
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
