@@ -156,11 +156,15 @@ class Simulation:
 
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, fault_ms: int = 10_000,
                  heal_ms: int = 8_000, propose_every_ms: int = 100, snapshot_every: int = 25,
-                 faults: Faults | None = None, trace: bool = False) -> None:
+                 faults: Faults | None = None, trace: bool = False,
+                 fetch_max_bytes: int = 8 << 20) -> None:
         self.rng = random.Random(seed)
         self.seed, self.trace = seed, trace
         self.faults = faults or Faults()
-        self.config = QuorumConfig(frozenset(range(1, voters + 1)))
+        # A small fetch size sends one batch per response: followers then hold old records
+        # without the new leader's epoch-start record, where Raft's commitment rule matters.
+        self.config = QuorumConfig(frozenset(range(1, voters + 1)),
+                                   fetch_max_bytes=fetch_max_bytes)
         self.nodes = list(range(1, voters + observers + 1))
         self.fault_ms, self.heal_ms = fault_ms, heal_ms
         self.propose_every_ms, self.snapshot_every = propose_every_ms, snapshot_every
@@ -378,7 +382,8 @@ def run_seed(seed: int, trace: bool = False) -> Simulation:
     """The run for `seed`: its size and faults are drawn from the seed too."""
     shape = random.Random(seed ^ 0x5EED)
     voters = shape.choice([1, 3, 3, 3, 5])
-    sim = Simulation(seed, voters=voters, observers=shape.choice([0, 1, 2]), trace=trace)
+    sim = Simulation(seed, voters=voters, observers=shape.choice([0, 1, 2]), trace=trace,
+                     fetch_max_bytes=shape.choice([1, 8 << 20]))
     sim.run()
     return sim
 
