@@ -13,6 +13,7 @@ __all__ = [
     "ImageError",
     "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError",
+    "NoReassignmentInProgressError",
     "PlacementError",
     "RecordDecodeError",
     "RecordEncodeError",
@@ -58,3 +59,9 @@ class InvalidReplicaAssignmentError(PlacementError):
     that differs from the topic's other partitions."""
 
     error_code = ErrorCode.invalid_replica_assignment
+
+
+class NoReassignmentInProgressError(PlacementError):
+    """A reassignment cancelled where none is in progress."""
+
+    error_code = ErrorCode.no_reassignment_in_progress
