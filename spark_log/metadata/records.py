@@ -9,7 +9,9 @@ the zero UUID (Kafka's `Uuid.ZERO_UUID`, also `DirectoryId.MIGRATING`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import ClassVar
 from uuid import UUID
 
@@ -317,7 +319,7 @@ MetadataRecord = (
     | AbortTransactionRecord | RegisterControllerRecord
 )
 
-RECORD_TYPES: dict[int, type[MetadataRecord]] = {
+RECORD_TYPES: Mapping[int, type[MetadataRecord]] = MappingProxyType({
     cls.API_KEY: cls
     for cls in (
         RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
@@ -326,4 +328,4 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         ZkMigrationStateRecord, BeginTransactionRecord, EndTransactionRecord,
         AbortTransactionRecord, RegisterControllerRecord,
     )
-}
+})
