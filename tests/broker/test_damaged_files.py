@@ -63,6 +63,14 @@ FOREIGN_DIRS = ("notes", "orders-x", "bad topic-0", "-3")
 
 
 @pytest.fixture
+def new_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker on tmp_path (not started); killed at the end whatever the test did."""
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log")
+    yield broker
+    broker.kill()
+
+
+@pytest.fixture
 def seed() -> Iterator[int]:
     value = int(os.environ.get("SPARK_LOG_DAMAGE_SEED", random.randrange(1 << 32)))
     yield value
@@ -196,9 +204,9 @@ def expected_records(values: list[bytes], cut: int | None, plain: bool) -> list[
 
 @pytest.mark.parametrize("stop", ["clean", "sigkill"])
 def test_every_damaged_file_is_repaired_or_found_and_nothing_before_the_damage_is_lost(
-        tmp_path: Path, stop: str, seed: int) -> None:
+        new_broker: BrokerProcess, stop: str, seed: int) -> None:
     rng = random.Random(seed)
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log").start()
+    broker = new_broker.start()
     data = broker.data_dir
     plain = [n for n, c in CASES.items() if not c.transactional]
     transactional = [n for n, c in CASES.items() if c.transactional]
@@ -254,9 +262,10 @@ def test_every_damaged_file_is_repaired_or_found_and_nothing_before_the_damage_i
 
 
 @pytest.mark.parametrize("stop", ["clean", "sigkill"])
-def test_damaged_offset_checkpoints_are_rebuilt(tmp_path: Path, stop: str, seed: int) -> None:
+def test_damaged_offset_checkpoints_are_rebuilt(new_broker: BrokerProcess, stop: str,
+                                                seed: int) -> None:
     rng = random.Random(seed)
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log").start()
+    broker = new_broker.start()
     names = ["checkpoints-a", "checkpoints-b"]
     create_topics(broker, names, **SMALL_SEGMENTS)
     values = {name: produce_plain(broker, name) for name in names}
@@ -274,9 +283,9 @@ def test_damaged_offset_checkpoints_are_rebuilt(tmp_path: Path, stop: str, seed:
 
 
 @pytest.mark.parametrize("content", [b"garbage\x00\xff", b"", b"version=1\nnode.id=7\n"])
-def test_a_damaged_meta_properties_stops_the_broker_with_one_line(tmp_path: Path,
+def test_a_damaged_meta_properties_stops_the_broker_with_one_line(new_broker: BrokerProcess,
                                                                   content: bytes) -> None:
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log").start()
+    broker = new_broker.start()
     create_topics(broker, ["kept"])
     produce_plain(broker, "kept", 12)
     broker.stop()

@@ -88,7 +88,15 @@ def restart_on_full_disk(broker: BrokerProcess) -> bool:
 
 def test_a_full_disk_refuses_writes_and_loses_nothing_acknowledged(small_disk: Path,
                                                                    tmp_path: Path) -> None:
-    broker = BrokerProcess(small_disk / "data", tmp_path / "broker.log").start()
+    broker = BrokerProcess(small_disk / "data", tmp_path / "broker.log")
+    try:
+        fill_and_recover(broker, small_disk)
+    finally:
+        broker.kill()  # before the disk is unmounted, whatever happened
+
+
+def fill_and_recover(broker: BrokerProcess, small_disk: Path) -> None:
+    broker.start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
     acked, errors = fill_until_refused(broker)
