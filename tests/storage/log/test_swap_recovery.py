@@ -8,7 +8,7 @@ import os
 from spark_log.storage.filesystem import DEFAULT_FS
 from spark_log.storage.log.swap_recovery import recover_interrupted_swaps
 
-from .batches import make_batch
+from ..batches import make_batch
 
 
 def name(base: int, suffix: str) -> str:

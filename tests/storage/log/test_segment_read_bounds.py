@@ -13,7 +13,7 @@ from spark_log.records.batch_header import iter_headers, read_header
 from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.segment import Segment
 
-from .batches import DEFAULT_TS, make_batch
+from ..batches import DEFAULT_TS, make_batch
 
 BASE = 1000
 

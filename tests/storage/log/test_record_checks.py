@@ -12,8 +12,8 @@ from spark_log.storage.log.log_config import LONG_MAX, LogConfig
 from spark_log.storage.log.log_validator import ValidatedAppend, validate_append
 from spark_log.storage.log.record_checks import RECORD_TIMESTAMP_SEARCH, validate_records
 
-from .batches import DEFAULT_TS
-from .conftest import open_log, small_config
+from ..batches import DEFAULT_TS
+from ..conftest import open_log, small_config
 
 NOW = DEFAULT_TS
 NO_KEY = "Compacted topic cannot accept message without key in topic partition t-0"

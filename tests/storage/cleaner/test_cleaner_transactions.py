@@ -19,8 +19,8 @@ from spark_log.storage.cleaner.log_cleaner import LogCleaner
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.partition_log import PartitionLog
 
-from .batches import DEFAULT_TS
-from .cleaner_support import clean_until_done, compact_config, keyed_batch, read_all, write_updates
+from ..batches import DEFAULT_TS
+from ..cleaner_support import clean_until_done, compact_config, keyed_batch, read_all, write_updates
 
 RETENTION_MS = 60_000
 

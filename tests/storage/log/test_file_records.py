@@ -9,7 +9,7 @@ import pytest
 from spark_log.records.errors import CorruptRecordError
 from spark_log.storage.log.file_records import EMPTY_SLICE, FileRecords
 
-from .batches import make_batch
+from ..batches import make_batch
 
 
 @pytest.fixture

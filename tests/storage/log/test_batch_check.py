@@ -16,8 +16,8 @@ from spark_log.storage.log.batch_check import CheckedRanges, check_batches
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.segment import Segment
 
-from .batches import flip_byte, make_batch
-from .conftest import small_config
+from ..batches import flip_byte, make_batch
+from ..conftest import small_config
 
 
 def test_checked_ranges_merge_and_report_gaps() -> None:

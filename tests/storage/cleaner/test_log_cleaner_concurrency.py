@@ -20,8 +20,8 @@ from spark_log.storage.cleaner.log_cleaner import LogCleaner
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.partition_log import PartitionLog
 
-from .cleaner_support import clean, compact_config, latest, read_all, updates_over, write_updates
-from .conftest import FaultyFileSystem
+from ..cleaner_support import clean, compact_config, latest, read_all, updates_over, write_updates
+from ..conftest import FaultyFileSystem
 
 WAIT_S = 30.0
 

@@ -29,8 +29,8 @@ from spark_log.storage.log.partition_log import PartitionLog
 from spark_log.storage.producer_state.producer_snapshot import decode, encode, list_snapshots
 from spark_log.storage.producer_state.producer_state_entry import BatchMetadata, ProducerStateEntry
 
-from .batches import DEFAULT_TS, make_batch
-from .conftest import open_log, small_config
+from ..batches import DEFAULT_TS, make_batch
+from ..conftest import open_log, small_config
 
 PID = 42
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from spark_log.records.batch_header import TIMESTAMP_TYPE_BIT, read_header
 from spark_log.storage.log.timestamp_search import HEADER_ONLY
 
-from .batches import make_batch
+from ..batches import make_batch
 
 
 def test_header_only_search_answers_from_the_batch() -> None:

@@ -14,8 +14,8 @@ from spark_log.storage.cleaner.log_cleaner import InlineDriver, LogCleaner
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.partition_log import PartitionLog
 
-from .batches import DEFAULT_TS
-from .cleaner_support import clean, compact_config, read_all, updates_over, write_updates
+from ..batches import DEFAULT_TS
+from ..cleaner_support import clean, compact_config, read_all, updates_over, write_updates
 
 HOUR_MS = 3_600_000
 

@@ -17,8 +17,8 @@ from spark_log.storage.log.leader_epoch import EpochEntry
 from spark_log.storage.log.log_dir_failure import LogDirFailure
 from spark_log.storage.log.partition_log import PartitionLog, delete_dir_name
 
-from .batches import DEFAULT_TS, make_batch
-from .conftest import FaultyFileSystem, open_log, small_config
+from ..batches import DEFAULT_TS, make_batch
+from ..conftest import FaultyFileSystem, open_log, small_config
 
 DAY = 86_400_000
 

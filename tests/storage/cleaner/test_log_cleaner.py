@@ -22,8 +22,8 @@ from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.partition_log import PartitionLog
 
-from .batches import DEFAULT_TS
-from .cleaner_support import (
+from ..batches import DEFAULT_TS
+from ..cleaner_support import (
     clean,
     clean_until_done,
     compact_config,

@@ -7,8 +7,8 @@ from spark_log.storage.filesystem import DEFAULT_FS
 from spark_log.storage.log.segment import Segment
 from spark_log.storage.log.segment_deleter import SegmentDeleter
 
-from .batches import make_batch
-from .conftest import small_config
+from ..batches import make_batch
+from ..conftest import small_config
 
 
 def make(tmp_path, clock, base: int) -> Segment:  # type: ignore[no-untyped-def]

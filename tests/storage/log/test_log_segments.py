@@ -5,7 +5,7 @@ import pytest
 from spark_log.storage.log.log_segments import LogSegments
 from spark_log.storage.log.segment import Segment
 
-from .conftest import small_config
+from ..conftest import small_config
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.log_loader import LoadedLog, load_segments
 from spark_log.storage.log.segment import Segment
 
-from .batches import make_batch
-from .conftest import CountingFileSystem, open_log, small_config
+from ..batches import make_batch
+from ..conftest import CountingFileSystem, open_log, small_config
 
 
 def write_log(tmp_path, clock, batches: int = 60, close: bool = True,  # type: ignore

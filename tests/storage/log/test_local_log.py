@@ -8,8 +8,8 @@ from spark_log.storage.log.local_log import LocalLog
 from spark_log.storage.log.log_validator import validate_append
 from spark_log.storage.log.segment import Segment
 
-from .batches import make_batch
-from .conftest import small_config
+from ..batches import make_batch
+from ..conftest import small_config
 
 
 class CountingFsync(FileSystem):

@@ -12,8 +12,8 @@ from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.segment import Segment, segment_file_name
 from spark_log.storage.log.timestamp_search import HEADER_ONLY
 
-from .batches import DEFAULT_TS, make_batch
-from .conftest import CountingFileSystem, small_config
+from ..batches import DEFAULT_TS, make_batch
+from ..conftest import CountingFileSystem, small_config
 
 
 def new_segment(tmp_path, clock: ManualClock, config: LogConfig | None = None,  # type: ignore

@@ -82,8 +82,8 @@ def test_a_damaged_file_is_flagged_for_a_rebuild(tmp_path, text) -> None:  # typ
 def test_a_partition_rebuilds_a_damaged_checkpoint_from_its_batches(tmp_path, caplog) -> None:  # type: ignore
     from spark_log.clock import ManualClock
 
-    from .batches import make_batch
-    from .conftest import open_log, small_config
+    from ..batches import make_batch
+    from ..conftest import open_log, small_config
 
     clock = ManualClock(1_700_000_000_000)
     log = open_log(tmp_path, small_config(), clock)

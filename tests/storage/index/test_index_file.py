@@ -9,7 +9,7 @@ import pytest
 from spark_log.storage.errors import CorruptIndexError
 from spark_log.storage.index.offset_index import OffsetIndex
 
-from .conftest import CountingFileSystem
+from ..conftest import CountingFileSystem
 
 
 def test_nothing_is_opened_until_first_use(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -27,8 +27,8 @@ from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.log_validator import validate_append
 from spark_log.storage.log.record_checks import validate_records
 
-from .batches import DEFAULT_TS, make_batch
-from .conftest import small_config
+from ..batches import DEFAULT_TS, make_batch
+from ..conftest import small_config
 
 NOW = DEFAULT_TS
 

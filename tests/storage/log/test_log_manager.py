@@ -9,8 +9,8 @@ import pytest
 from spark_log.storage.errors import KafkaStorageError
 from spark_log.storage.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, parse_partition_dir
 
-from .batches import make_batch
-from .conftest import CountingFileSystem, FaultyFileSystem, small_config
+from ..batches import make_batch
+from ..conftest import CountingFileSystem, FaultyFileSystem, small_config
 
 
 def manager(data_dir, clock, **kw) -> LogManager:  # type: ignore[no-untyped-def]

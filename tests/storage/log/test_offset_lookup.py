@@ -5,8 +5,8 @@ import pytest
 from spark_log.storage.log.partition_log import PartitionLog
 from spark_log.storage.log.timestamp_search import TimestampAndOffset
 
-from .batches import DEFAULT_TS, make_batch
-from .conftest import open_log, small_config
+from ..batches import DEFAULT_TS, make_batch
+from ..conftest import open_log, small_config
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Tests of spark_log.storage.cleaner: log compaction."""

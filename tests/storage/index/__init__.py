@@ -1,0 +1,1 @@
+"""Tests of spark_log.storage.index: offset, time and transaction indexes."""

@@ -1,0 +1,1 @@
+"""Tests of spark_log.storage.producer_state: idempotent and transactional producer state."""
