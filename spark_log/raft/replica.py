@@ -79,6 +79,9 @@ class RaftReplica(ReplicaHandlers):
         self.state: EpochState = self._initial_state(election, now_ms)
 
     def _initial_state(self, election: ElectionState, now: int) -> EpochState:
+        if self.config.voters == {self.node_id}:  # its own quorum: stand at once, no one to wait
+            voted = self.node_id if election.leader_id == self.node_id else election.voted_id
+            return Unattached(election.epoch, now, voted)
         if election.leader_id == self.node_id:  # led before the restart: never vote again in it
             return Unattached(election.epoch, self._election_deadline(now), self.node_id)
         if election.leader_id != NO_LEADER:

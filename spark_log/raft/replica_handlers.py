@@ -177,14 +177,14 @@ class ReplicaHandlers:
             self._on_vote_response(m, body, now)
         elif isinstance(body, BeginQuorumEpochResponse):
             s = self.state
-            if body.error is Error.NONE and isinstance(s, Leader) and body.leader_epoch == s.epoch:
+            if body.error == Error.NONE and isinstance(s, Leader) and body.leader_epoch == s.epoch:
                 s.progress.begin_acked.add(m.source)
         elif isinstance(body, (FetchResponse, FetchSnapshotResponse)):
             self._on_fetched(m, body, now)
 
     def _on_vote_response(self, m: Message, body: VoteResponse, now: int) -> None:
         s = self.state
-        if not isinstance(s, Candidate) or body.error is not Error.NONE or \
+        if not isinstance(s, Candidate) or body.error != Error.NONE or \
                 body.leader_epoch != s.epoch:
             return
         (s.granted if body.vote_granted else s.rejected).add(m.source)
@@ -196,7 +196,7 @@ class ReplicaHandlers:
         s = self.state
         if not isinstance(s, Follower) or s.leader_id != m.source or body.leader_epoch != s.epoch:
             return  # from a replica that is not (or no longer) this one's leader
-        if body.error is not Error.NONE:
+        if body.error != Error.NONE:
             if body.error in (Error.SNAPSHOT_NOT_FOUND, Error.POSITION_OUT_OF_RANGE):
                 s.snapshot = None  # the leader has a newer one: start over from a fetch
             self.requests.backoff(s.leader_id, _request_kind(body),

@@ -1,0 +1,79 @@
+"""One replica driven by hand: what it does at once, and the order of its actions (what the
+driver relies on for durability)."""
+
+from __future__ import annotations
+
+import random
+
+from spark_log.raft.actions import (
+    AppendBatches,
+    Commit,
+    FlushLog,
+    LeaderChange,
+    PersistElection,
+    Send,
+)
+from spark_log.raft.config import QuorumConfig
+from spark_log.raft.election_state import ElectionState
+from spark_log.raft.messages import Error, FetchRequest, FetchResponse, Message, VoteRequest
+from spark_log.raft.replica import RaftReplica
+from spark_log.raft.replicated_log import ReplicatedLog
+
+
+def replica(node: int, voters: set[int], epoch: int = 0) -> RaftReplica:
+    return RaftReplica(node, QuorumConfig(frozenset(voters)), ElectionState(epoch),
+                       ReplicatedLog(), None, 0, random.Random(7))
+
+
+def kinds(actions: list) -> list[str]:  # type: ignore[type-arg]
+    return [type(a).__name__ for a in actions]
+
+
+def test_a_lone_voter_leads_at_once_and_commits_what_it_appends() -> None:
+    r = replica(1, {1})
+    assert r.next_deadline() == 0
+    actions = r.tick(0)
+    assert r.is_leader and r.epoch == 1
+    assert kinds(actions)[:2] == ["PersistElection", "LeaderChange"]
+    offset, actions = r.propose([b"a", b"b"], 5)
+    assert offset == 1  # after the epoch-start record
+    # appended and flushed before the commit that relies on it
+    assert kinds(actions) == ["AppendBatches", "FlushLog", "Commit"]
+    assert actions[-1] == Commit(3) and r.high_watermark == 3
+
+
+def test_a_vote_is_persisted_before_it_is_sent() -> None:
+    r = replica(2, {1, 2, 3})
+    actions = r.receive(Message(1, 2, 9, VoteRequest(1, 1, 0, 0)), 10)
+    send = next(i for i, a in enumerate(actions) if isinstance(a, Send))
+    persisted = [a.state for a in actions[:send] if isinstance(a, PersistElection)]
+    assert persisted[-1] == ElectionState(1, -1, 1)  # the vote, on disk before the answer
+    assert actions[send].message.body.vote_granted
+    again = r.receive(Message(3, 2, 10, VoteRequest(1, 3, 0, 0)), 11)  # one vote per epoch
+    assert not next(a for a in again if isinstance(a, Send)).message.body.vote_granted
+
+
+def test_a_follower_flushes_what_it_fetched_before_fetching_again() -> None:
+    r = replica(2, {1, 2, 3})
+    r.receive(Message(1, 2, 1, VoteRequest(1, 1, 0, 0)), 0)
+    from spark_log.raft.messages import Batch, BeginQuorumEpochRequest
+
+    actions = r.receive(Message(1, 2, 2, BeginQuorumEpochRequest(1, 1)), 1)
+    fetch = next(a.message for a in actions if isinstance(a, Send) and
+                 isinstance(a.message.body, FetchRequest))
+    assert isinstance(next(a for a in actions if isinstance(a, LeaderChange)), LeaderChange)
+    batch = Batch(0, 1, (b"x",))
+    response = FetchResponse(Error.NONE, 1, 1, high_watermark=1, log_start_offset=0,
+                             batches=(batch,))
+    actions = r.receive(Message(1, 2, fetch.correlation_id, response), 2)
+    order = kinds(actions)
+    assert order.index("AppendBatches") < order.index("FlushLog") < order.index("Send")
+    assert next(a for a in actions if isinstance(a, AppendBatches)).batches == (batch,)
+    assert any(isinstance(a, FlushLog) for a in actions)
+    next_fetch = next(a.message.body for a in actions if isinstance(a, Send))
+    assert next_fetch.fetch_offset == 1 and next_fetch.last_fetched_epoch == 1
+
+
+def test_only_a_leader_takes_proposals() -> None:
+    r = replica(2, {1, 2, 3})
+    assert r.propose([b"x"], 0) == (None, [])
