@@ -5,9 +5,10 @@ tenth of the time: a response is a few fixed-width fields per partition. Layout:
 [name, partition_responses [index int32, error_code int16, base_offset int64,
 log_append_time_ms int64, log_start_offset int64 (v5+), record_errors [batch_index int32,
 batch_index_error_message nullable string] (v8+), error_message nullable string (v8+)]],
-throttle_time_ms int32. v9+ are flexible: compact arrays and strings, an empty tagged-field
-section after each struct, response header v1. The v10+ tagged fields (current leader, node
-endpoints) are only for leader changes and are never sent here.
+throttle_time_ms int32. v9+ are flexible: compact arrays and strings, a tagged-field section
+after each struct, response header v1. v10+ tag a partition refused because this broker does
+not lead it with the current leader (tag 0) and the response with the endpoints of the leaders
+named (tag 0), so a producer moves without a metadata round trip (KIP-951).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import NamedTuple
 from .framing import SIZE_PREFIX
 from .wire import uvarint
 
-__all__ = ["PartitionResult", "encode_produce_response"]
+__all__ = ["NodeEndpoint", "PartitionResult", "encode_produce_response"]
 
 _FIRST_FLEXIBLE = 9
 _NO_TAGS = b"\x00"
@@ -31,7 +32,8 @@ _INT64 = struct.Struct(">q")
 
 class PartitionResult(NamedTuple):
     """One partition's answer; `record_errors` are (batch index, message) of the records a
-    refused batch was refused for (KIP-467), in batch order."""
+    refused batch was refused for (KIP-467), in batch order; `current_leader` the (leader id,
+    leader epoch) of a partition led elsewhere (KIP-951)."""
 
     index: int
     error_code: int
@@ -40,11 +42,20 @@ class PartitionResult(NamedTuple):
     log_start_offset: int
     error_message: str | None
     record_errors: Sequence[tuple[int, str | None]] = ()
+    current_leader: tuple[int, int] | None = None
+
+
+class NodeEndpoint(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 
 def encode_produce_response(correlation_id: int, version: int,
                             topics: Sequence[tuple[str, Sequence[PartitionResult]]],
-                            throttle_time_ms: int = 0) -> bytes:
+                            throttle_time_ms: int = 0,
+                            node_endpoints: Sequence[NodeEndpoint] = ()) -> bytes:
     """A complete response frame: size prefix, header, body."""
     flexible = version >= _FIRST_FLEXIBLE
     out = [bytes(SIZE_PREFIX.size), _INT32.pack(correlation_id)]
@@ -60,7 +71,8 @@ def encode_produce_response(correlation_id: int, version: int,
             out.append(_NO_TAGS)
     out.append(_INT32.pack(throttle_time_ms))
     if flexible:
-        out.append(_NO_TAGS)
+        out.append(_endpoints_tag(node_endpoints) if version >= 10 and node_endpoints
+                   else _NO_TAGS)
     frame = bytearray(b"".join(out))
     SIZE_PREFIX.pack_into(frame, 0, len(frame) - SIZE_PREFIX.size)
     return bytes(frame)
@@ -78,8 +90,23 @@ def _partition(p: PartitionResult, version: int, flexible: bool) -> bytes:
                 parts.append(_NO_TAGS)
         parts.append(_nullable_string(p.error_message, flexible))
     if flexible:
-        parts.append(_NO_TAGS)
+        leader = p.current_leader
+        if version >= 10 and leader is not None and leader != (-1, -1):
+            value = _INT32.pack(leader[0]) + _INT32.pack(leader[1]) + _NO_TAGS
+            parts.append(uvarint(1) + uvarint(0) + uvarint(len(value)) + value)
+        else:
+            parts.append(_NO_TAGS)
     return b"".join(parts)
+
+
+def _endpoints_tag(endpoints: Sequence[NodeEndpoint]) -> bytes:
+    """One tagged field (tag 0): the compact array of node endpoints."""
+    value = [_count(len(endpoints), True)]
+    for e in endpoints:
+        value += (_INT32.pack(e.node_id), _string(e.host, True), _INT32.pack(e.port),
+                  _nullable_string(e.rack, True), _NO_TAGS)
+    body = b"".join(value)
+    return uvarint(1) + uvarint(0) + uvarint(len(body)) + body
 
 
 def _count(n: int, flexible: bool) -> bytes:
