@@ -5,6 +5,25 @@ and handle broker registration and heartbeats, fencing, leader election and ISR 
 (AlterPartition). It runs the pure state machines of `raft` and `metadata` on real files and
 sockets.
 
+The controller's decisions (Kafka's control managers) are pure and synchronous: each takes the
+working image and a request (time, randomness and the next log offset passed in) and returns a
+`ControllerResult`, the records to append and the response to send once they commit:
+
+    controller_result.py     ControllerResult, ApiError, ControllerError, kio responses
+    controller_settings.py   the settings decisions read (Kafka's names and defaults)
+    working_image.py         the committed image plus the appended, uncommitted batches
+    broker_heartbeats.py     broker sessions: the soft state kept outside the log
+    cluster_control.py       BrokerRegistration, BrokerHeartbeat, UnregisterBroker, expiry
+    broker_leadership.py     the records a broker fenced, unfenced, shutting down calls for
+    replication_control.py   CreateTopics, CreatePartitions (AlterPartition: next stage)
+    topic_deletion.py        DeleteTopics
+    leader_election.py       ElectLeaders, the preferred-leader rebalance, unclean elections
+    topic_configs.py         a topic's effective configs and their checks
+    config_control.py        IncrementalAlterConfigs, AlterConfigs
+    producer_id_control.py   AllocateProducerIds
+    feature_control.py       bootstrap records, finalized features, record versions
+    metadata_snapshot.py     snapshots in Kafka's format, and when to take one
+
 May import metadata/, raft/, storage/, client/, protocol/, records/ and the small top-level
 helpers; never the broker (brokers reach it through the wire), the data source or the CLI.
 """

@@ -102,10 +102,15 @@ def fence_broker(image: MetadataImage, settings: ControllerSettings,
 def unfence_broker(image: MetadataImage, settings: ControllerSettings,
                    broker_id: int) -> Changes:
     """The registration change unfencing `broker_id`, then elections for the partitions
-    without a leader, where it may now lead."""
+    without a leader, where it may now lead — unless its registration is still in controlled
+    shutdown (a broker fenced at the end of one, heartbeating on): a registration never leaves
+    that state, so the broker may not lead (Kafka would elect it, leaving partitions led by a
+    broker it does not count as active)."""
     broker = image.brokers[broker_id]
     changes = Changes([BrokerRegistrationChangeRecord(
         broker_id=broker_id, broker_epoch=broker.epoch, fenced=UNFENCE)])
+    if broker.in_controlled_shutdown:
+        return changes
     for name, topic_id, partition_id, partition in _partitions(
             image, lambda p: p.leader == NO_LEADER):
         unclean = unclean_leader_election_enabled(image, settings, name)

@@ -310,3 +310,23 @@ def test_unregistering_moves_leaderships_then_removes_the_broker() -> None:
     unknown = unregister_broker(image, request(64, 0, broker_id=9), heartbeats,
                                 settings=SETTINGS)
     assert unknown.response.error_code == ErrorCode.broker_id_not_registered
+
+
+def test_an_unfenced_broker_wanting_both_fence_and_shutdown_stops_at_once() -> None:
+    image = image_of(broker(1, epoch=10), broker(2), topic("t", [[1, 2]]))
+    result = broker_heartbeat(image, heartbeat(1, 10, 5, want_fence=True, want_shut_down=True),
+                              live(image), settings=SETTINGS, now_ms=1, next_offset=40,
+                              register_offset=10)
+    assert result.response.should_shut_down and result.response.is_fenced
+    assert apply(image, result).partition("t", 0).leader == 2
+
+
+def test_a_broker_unfenced_while_its_registration_is_shutting_down_leads_nothing() -> None:
+    image = image_of(broker(1, epoch=10), topic("t", [[1]], leaders=[-1]),
+                     broker(1, epoch=10, fenced=True, in_controlled_shutdown=True))
+    result = broker_heartbeat(image, heartbeat(1, 10, 50), live(image), settings=SETTINGS,
+                              now_ms=1, next_offset=60, register_offset=10)
+    assert not result.response.is_fenced
+    assert result.records == (BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10,
+                                                             fenced=-1),)
+    assert apply(image, result).partition("t", 0).leader == -1
