@@ -57,6 +57,25 @@ What each client needs (read from their sources; "uses" = the highest version it
   DeleteGroups 1, InitProducerId/Add*ToTxn/EndTxn/TxnOffsetCommit 0. Always writes batch v2.
 
 No client needs a version kio lacks; all ranges below overlap every client's.
+
+The controller quorum's APIs (KRaft, KIP-595) are served on the controller listener, between
+controllers and by brokers observing the quorum; they are declared apart, in `QUORUM_API_TABLE`
+(a client-facing broker neither advertises nor decodes them). Their Fetch is key 1 above:
+v13+, the metadata topic named by its ID. Versions, capped where a later version needs what the
+quorum does not implement:
+
+====  ======================  =========  =============================================
+key   API                     versions   why the cap
+====  ======================  =========  =============================================
+52    Vote                    0-1        v2 adds pre-vote (KIP-996)
+53    BeginQuorumEpoch        0-1
+54    EndQuorumEpoch          0-1
+55    DescribeQuorum          0-2
+59    FetchSnapshot           0-1
+====  ======================  =========  =============================================
+
+Kafka 3.7 speaks v0 of Vote, BeginQuorumEpoch, EndQuorumEpoch and FetchSnapshot, DescribeQuorum
+v0-1 and Fetch up to v16; 3.9 adds the v1s (KIP-853: directory ids, endpoints) and Fetch v17.
 """
 
 from __future__ import annotations
@@ -74,6 +93,7 @@ __all__ = [
     "API_TABLE",
     "API_VERSIONS_KEY",
     "CONTROLLED_SHUTDOWN_KEY",
+    "QUORUM_API_TABLE",
     "ApiSpec",
     "flexible_from",
     "spec_for",
@@ -185,6 +205,20 @@ def _build_spec(key: int, name: str, cap: int | None, id_cap: int | None) -> Api
 
 API_TABLE: Mapping[int, ApiSpec] = MappingProxyType(
     {key: _build_spec(key, *entry) for key, entry in _RANGES.items()}
+)
+
+
+# key: (kio name, max version)
+_QUORUM_RANGES: dict[int, tuple[str, int]] = {
+    52: ("vote", 1),
+    53: ("begin_quorum_epoch", 1),
+    54: ("end_quorum_epoch", 1),
+    55: ("describe_quorum", 2),
+    59: ("fetch_snapshot", 1),
+}
+
+QUORUM_API_TABLE: Mapping[int, ApiSpec] = MappingProxyType(
+    {key: _build_spec(key, name, cap, None) for key, (name, cap) in _QUORUM_RANGES.items()}
 )
 
 
