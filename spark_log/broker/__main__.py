@@ -1,4 +1,8 @@
-"""`python -m spark_log.broker`: run one broker in the foreground, logging to stderr."""
+"""`python -m spark_log.broker`: run one node in the foreground, logging to stderr.
+
+Settings that cannot be used, and directories a quorum member finds unformatted, stop the start
+with one `error` line and exit code 2, before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,10 @@ import logging
 import sys
 
 from spark_log.broker.broker import run_until_signalled
+from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.launch_options import add_broker_arguments, config_from_arguments
 from spark_log.properties import ConfigError
+from spark_log.storage.data_dir.meta_properties import check_formatted
 from spark_log.storage.errors import StorageError
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
@@ -30,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
+        check_storage(config)
         return asyncio.run(run_until_signalled(config, metrics_port=args.metrics_port))
     except ConfigError as e:
         logging.getLogger("spark_log.broker").error("%s", e)
@@ -37,6 +44,14 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, StorageError) as e:
         logging.getLogger("spark_log.broker").error("cannot start the broker: %s", e)
         return 1
+
+
+def check_storage(config: BrokerConfig) -> None:
+    """A member of a controller quorum starts only on directories `spark-log storage format`
+    formatted for it (reads only); the single node that is its own quorum formats a new one
+    itself when it starts."""
+    if not config.formats_new_dirs:
+        check_formatted(config.storage_dirs, config.node_id, config.get("cluster.id"))
 
 
 if __name__ == "__main__":
