@@ -1,9 +1,9 @@
 """The `spark-log` command: one subcommand per tool, with the flags of Kafka's own tools.
 
 Command families register themselves from their modules (`broker` runs a broker in the
-foreground; `topics`, `produce`, `consume`, `groups`, `dump-log`, `perf` and `sidecar` are the
-tools). Every failure is one `error:` line on stderr: a bad flag exits 2 (argparse's
-convention), a failing command 1, Ctrl-C 130.
+foreground; `topics`, `produce`, `consume`, `groups`, `dump-log`, `perf`, `sidecar` and
+`storage` are the tools). Every failure is one `error:` line on stderr: a bad flag exits 2
+(argparse's convention), a failing command 1, Ctrl-C 130.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .groups import add_groups_parser
 from .perf import add_perf_parser
 from .produce import add_produce_parser
 from .sidecar_command import add_sidecar_parser
+from .storage_command import add_storage_parser
 from .topics import add_topics_parser
 
 EXIT_INTERRUPTED = 130
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dump_log_parser(commands)
     add_perf_parser(commands)
     add_sidecar_parser(commands)
+    add_storage_parser(commands)
     return parser
 
 
