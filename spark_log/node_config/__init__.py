@@ -4,6 +4,7 @@ everything that reads them: the broker, the controller and `spark-log storage`.
     definitions.py     every setting: name, type, default, what values it takes
     endpoints.py       `listeners`, `advertised.listeners`, `listener.security.protocol.map`
     voters.py          `controller.quorum.voters` (`id@host:port,...`)
+    node.py            what the node is: id, roles, voters, listeners with their advertised address
     node_checks.py     the checks of roles, voters and listeners Kafka makes at start
     broker_config.py   `BrokerConfig`: the validated settings and typed accessors
     launch_flags.py    the command-line shorthands (`--data-dir`, `--host/--port`, ...)
