@@ -192,3 +192,23 @@ def test_a_proposal_of_a_leader_cut_off_from_the_quorum_is_reported_lost(tmp_pat
                 waiting.cancel()
                 await asyncio.gather(waiting, return_exceptions=True)
     run(scenario())
+
+
+def test_a_leader_that_resigns_hands_over_before_a_fetch_timeout(tmp_path: Path) -> None:
+    """EndQuorumEpoch: the most up-to-date follower stands at once instead of waiting for its
+    fetch timeout to notice the leader is gone."""
+    async def scenario() -> None:
+        quorum = Quorum(tmp_path, fetch_timeout_ms=2000, election_timeout_ms=1000,
+                        request_timeout_ms=1000)
+        try:
+            await quorum.start()
+            await quorum.propose([b"before"])
+            old = await quorum.leader()
+            resigned_at = time.monotonic()
+            await quorum.nodes[old].stop()  # resign, then close
+            await quorum.leader(other_than=old)
+            elapsed_ms = (time.monotonic() - resigned_at) * 1000
+            assert elapsed_ms < quorum.config.fetch_timeout_ms, elapsed_ms
+        finally:
+            await quorum.close()
+    run(scenario())

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from spark_log.controller import raft_codec
 from spark_log.controller.quorum_errors import DriverStoppedError, MetadataLogError
 from spark_log.controller.raft_driver import RaftDriver
+from spark_log.protocol import ErrorCode
 from spark_log.raft.config import QuorumConfig
-from spark_log.raft.messages import Batch, OffsetAndEpoch
+from spark_log.raft.messages import Batch, OffsetAndEpoch, VoteRequest
 
 from .quorum_harness import CLUSTER_ID, App
 from .support import FailingFileSystem, eventually
@@ -148,4 +150,18 @@ def test_a_damaged_quorum_state_stops_the_start(tmp_path: Path) -> None:
         (tmp_path / "__cluster_metadata-0" / "quorum-state").write_text("{")
         with pytest.raises(MetadataLogError, match="quorum-state is damaged"):
             await driver(tmp_path).start()
+    asyncio.run(scenario())
+
+
+def test_a_request_from_another_cluster_is_answered_inconsistent_cluster_id(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        d = await started(driver(tmp_path))
+        vote = raft_codec.encode_request(VoteRequest(9, 2, 1, 100), 1, "another-cluster")
+        answer = await d.handle_request(vote)
+        assert answer is not None and answer.error_code == ErrorCode.inconsistent_cluster_id
+        assert d.replica.epoch == 1  # raft never saw it
+        await d.close()
+        assert await d.handle_request(raft_codec.encode_request(
+            VoteRequest(9, 2, 1, 100), 1, CLUSTER_ID)) is None  # closed: no answer
     asyncio.run(scenario())
