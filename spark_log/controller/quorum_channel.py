@@ -162,6 +162,9 @@ class _Peer:
         except (OSError, ProtocolError, asyncio.IncompleteReadError) as e:
             log.debug("connection from replica %d to replica %d at %s ended: %s",
                       self.channel.node_id, self.peer_id, self.address, e)
+        except Exception:  # a bug: this connection goes, the next request makes another
+            log.exception("connection from replica %d to replica %d at %s failed",
+                          self.channel.node_id, self.peer_id, self.address)
         finally:
             reading.cancel()
             with contextlib.suppress(BaseException):
