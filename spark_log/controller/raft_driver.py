@@ -63,10 +63,11 @@ class _Inbound:
 
 class RaftDriver:
     """One replica of the quorum (a voter when its id is among `config.voters`, else an
-    observer) on real files and sockets.
+    observer) on real files and sockets. `addresses` are the voters' (host, port), as
+    `controller.quorum.voters` gives them (node_config's `voters`).
 
         driver = RaftDriver(1, QuorumConfig(frozenset({1, 2, 3})), "/var/lib/meta",
-                            cluster_id="...", addresses={2: Address("h2", 9093), ...})
+                            cluster_id="...", addresses={2: ("h2", 9093), ...})
         driver.on_commit(apply_batches)
         await driver.start()
         offset = driver.propose([record_bytes])      # None unless leader
@@ -79,14 +80,14 @@ class RaftDriver:
     """
 
     def __init__(self, node_id: int, config: QuorumConfig, log_dir: str | Path, *,
-                 cluster_id: str, addresses: Mapping[int, Address] | None = None,
+                 cluster_id: str, addresses: Mapping[int, tuple[str, int]] | None = None,
                  clock: Clock = SYSTEM_CLOCK, rng: Random | None = None,
                  fs: FileSystem = DEFAULT_FS, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  snapshot_check: SnapshotCheck = check_record_batches,
                  listener_name: str = "CONTROLLER") -> None:
         self.node_id, self.config, self.cluster_id = node_id, config, cluster_id
         self.clock = clock
-        self.addresses = dict(addresses or {})
+        self.addresses = {v: Address(*a) for v, a in (addresses or {}).items()}
         self.listener_name = listener_name
         self._rng = rng or random.Random()
         self.metadata_log = MetadataLog(log_dir, node_id, config.voters, clock=clock, fs=fs,
