@@ -137,11 +137,7 @@ class GroupCoordinator(OffsetOperations):
         """Raise the error Kafka answers when this coordinator cannot serve `group_id` now."""
         if not self._active:
             raise KafkaError(ErrorCode.coordinator_not_available)
-        try:
-            self.state.ensure_topic()
-        except Exception as e:
-            log.error("Cannot create %s: %s", OFFSETS_TOPIC, e)
-            raise KafkaError(ErrorCode.coordinator_not_available) from e
+        self.state.ensure_topic()
         if self.state.partition_of(group_id) in self.state.loading:
             raise KafkaError(ErrorCode.coordinator_load_in_progress)
 
@@ -149,8 +145,13 @@ class GroupCoordinator(OffsetOperations):
         """The `__consumer_offsets` partition holding `group_id` (for AddOffsetsToTxn)."""
         return self.state.partition_of(group_id)
 
-    def find_coordinator(self) -> ErrorCode:
+    async def find_coordinator(self) -> ErrorCode:
         """FindCoordinator for a group: create the topic on first use; this broker leads."""
+        try:
+            await self.state.create_topic()
+        except Exception as e:
+            log.error("Cannot create %s: %s", OFFSETS_TOPIC, e)
+            return ErrorCode.coordinator_not_available
         try:
             self.ensure_ready("")
         except KafkaError as e:

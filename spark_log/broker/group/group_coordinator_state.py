@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from spark_log.broker.coordinator.collaborators import TopicCreation
 from spark_log.broker.coordinator.coordinator_loader import read_for_load
 from spark_log.broker.errors import KafkaError, error_code_for
 from spark_log.broker.group.group import ClassicGroup, GroupMember, GroupState
@@ -90,6 +91,8 @@ class CoordinatorState:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.loading: set[int] = set()
+        self.creation = TopicCreation(topics, OFFSETS_TOPIC, lambda: self.partitions,
+                                      lambda: topic_configs(self.config))
 
     @property
     def partitions(self) -> int:
@@ -100,13 +103,18 @@ class CoordinatorState:
 
     # ---- the topic --------------------------------------------------------------------------
     def topic_exists(self) -> bool:
-        return self.topics.partition_count(OFFSETS_TOPIC) is not None
+        return self.creation.exists()
 
     def ensure_topic(self) -> None:
-        """Create `__consumer_offsets` on first use, as Kafka does on a FindCoordinator."""
+        """`__consumer_offsets` is created on first use (FindCoordinator awaits it,
+        `create_topic`); until it exists, anything else is COORDINATOR_NOT_AVAILABLE."""
         if not self.topic_exists():
-            self.topics.ensure_internal(OFFSETS_TOPIC, self.partitions,
-                                        topic_configs(self.config))
+            self.creation.request()
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             f"{OFFSETS_TOPIC} is being created")
+
+    async def create_topic(self) -> None:
+        await self.creation.create()
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)

@@ -1,9 +1,11 @@
-"""The partitions this broker leads, and waiting for data (Kafka's ReplicaManager + purgatory).
+"""The partitions this broker hosts, and waiting for data (Kafka's ReplicaManager + purgatory).
 
-On a single broker every partition is led here with leader epoch 0 and an ISR of this broker
-alone, so an append is committed as soon as it is written: the high watermark moves to the log
-end offset at once, which satisfies acks=1 and acks=all alike. A fetch that found too little
-data parks a future per partition it reads; an append to one of them wakes it.
+Each hosted partition's state — leader, leader epoch, replicas, ISR — comes from the cluster
+metadata (`update_partition`, called by the metadata publisher). Appends and reads go to the
+leader only: elsewhere they fail with NOT_LEADER_OR_FOLLOWER naming the current leader
+(KIP-951); appends carry the partition's leader epoch. Until replication exists, a leader
+commits what it writes at once: its high watermark is its log end offset. A fetch that found
+too little data parks a future per partition it reads; an append to one of them wakes it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from spark_log.broker.errors import UnknownTopicError
-from spark_log.broker.replication.leader_epochs import LEADER_EPOCH
+from spark_log.broker.replication.leader_epochs import NotLeaderError, check_leader_epoch
+from spark_log.metadata import PartitionRegistration
 from spark_log.storage.append_info import AppendInfo, AppendOrigin
 from spark_log.storage.log.file_records import FetchSlice, slice_next_offset
 from spark_log.storage.log.log_manager import LogManager
@@ -25,23 +28,50 @@ TopicPartition = tuple[str, int]
 class ReplicaManager:
     """Appends and reads partition logs; wakes parked fetches on append.
 
-    Invariant: after every append the high watermark equals the log end offset (one replica).
-    Not thread-safe: used from the broker's event loop only.
+    Invariants: a partition is appended to and read only while the metadata says this broker
+    leads it; a leader's high watermark equals its log end offset after every append (until
+    replication exists). Not thread-safe: used from the broker's event loop only.
     """
 
     def __init__(self, logs: LogManager, node_id: int) -> None:
         self.logs = logs
         self.node_id = node_id
+        self._states: dict[TopicPartition, PartitionRegistration] = {}
         self._waiting: defaultdict[TopicPartition, set[asyncio.Future[None]]] = defaultdict(set)
 
-    def become_leader(self) -> None:
-        """Lead every partition. The ISR is this broker alone, so everything in the log is
-        committed: the high watermark starts at the log end offset (a crash can leave the
-        checkpointed one behind)."""
-        for partition_log in self.logs.logs():
-            partition_log.update_high_watermark(partition_log.log_end_offset)
+    # ---- leadership, from the metadata -----------------------------------------------------
+    def update_partition(self, topic: str, partition: int, state: PartitionRegistration) -> None:
+        previous = self._states.get((topic, partition))
+        self._states[(topic, partition)] = state
+        if state.leader == self.node_id:
+            found = self.logs.get(topic, partition)
+            if found is not None:  # everything it holds is committed (no replication yet)
+                found.update_high_watermark(found.log_end_offset)
+        elif previous is not None and previous.leader == self.node_id:
+            self._wake((topic, partition))  # parked fetches find out it moved
 
+    def forget_partition(self, topic: str, partition: int) -> None:
+        if self._states.pop((topic, partition), None) is not None:
+            self._wake((topic, partition))
+
+    def state(self, topic: str, partition: int) -> PartitionRegistration:
+        found = self._states.get((topic, partition))
+        if found is None:
+            raise UnknownTopicError(f"{topic}-{partition}")
+        return found
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return self.state(topic, partition).leader_epoch
+
+    def check_leader_epoch(self, topic: str, partition: int, current: int) -> None:
+        check_leader_epoch(current, self.leader_epoch(topic, partition))
+
+    # ---- the leader's log ------------------------------------------------------------------
     def log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker leads."""
+        state = self.state(topic, partition)
+        if state.leader != self.node_id:
+            raise NotLeaderError(topic, partition, state.leader, state.leader_epoch)
         found = self.logs.get(topic, partition)
         if found is None:
             raise UnknownTopicError(f"{topic}-{partition}")
@@ -50,7 +80,8 @@ class ReplicaManager:
     def append(self, topic: str, partition: int, records: bytes | memoryview,
                origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         target = self.log(topic, partition)
-        info = target.append(records, leader_epoch=LEADER_EPOCH, origin=origin)
+        epoch = self._states[(topic, partition)].leader_epoch
+        info = target.append(records, leader_epoch=epoch, origin=origin)
         target.update_high_watermark(target.log_end_offset)
         self._wake((topic, partition))
         return info

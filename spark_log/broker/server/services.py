@@ -9,7 +9,7 @@ imports no concrete coordinator or manager and none of them imports the server.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         TransactionMetadata,
     )
     from spark_log.clock import Clock
+    from spark_log.metadata import BrokerRegistration, MetadataImage, PartitionRegistration
     from spark_log.protocol import ApiSet, ErrorCode
     from spark_log.storage.append_info import AppendInfo
     from spark_log.storage.data_dir.topics_file import TopicInfo
@@ -51,35 +52,46 @@ class TopicRegistry(Protocol):
     def all(self) -> list[TopicInfo]: ...
 
 
+class Cluster(Protocol):
+    """The cluster metadata this broker applied: partitions, brokers and their endpoints."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None: ...
+
+    def live_brokers(self) -> list[BrokerRegistration]: ...
+
+    def endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None: ...
+
+
 class Topics(Protocol):
-    """Creating, deleting, growing and configuring topics."""
+    """Topics as the metadata has them; changes go through the controller."""
 
     @property
     def metadata(self) -> TopicRegistry: ...
 
     def log_config(self, topic: str, overrides: Mapping[str, str] | None = None) -> LogConfig: ...
 
-    def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
-               configs: Mapping[str, str] | None = None, validate_only: bool = False
-               ) -> TopicInfo: ...
+    async def forward(self, request: Any) -> Any: ...
 
-    def auto_create(self, name: str) -> TopicInfo: ...
+    async def applied(self, done: Callable[[MetadataImage], bool]) -> bool: ...
 
-    def delete(self, name: str) -> TopicInfo: ...
+    async def auto_create(self, name: str) -> TopicInfo: ...
 
-    def delete_records(self, name: str, partition: int, offset: int) -> int: ...
-
-    def add_partitions(self, name: str, count: int, validate_only: bool = False
-                       ) -> TopicInfo: ...
-
-    def set_configs(self, name: str, overrides: Mapping[str, str],
-                    validate_only: bool = False) -> TopicInfo: ...
+    def delete_records(self, name: str, partition: int, offset: int,
+                       log_of: Callable[[str, int], PartitionLog]) -> int: ...
 
 
 class Replicas(Protocol):
-    """The partitions this broker leads: appends, reads and waiting for data."""
+    """The partitions this broker hosts: appends and reads (on the leader), leader epochs and
+    waiting for data."""
 
     def log(self, topic: str, partition: int) -> PartitionLog: ...
+
+    def check_leader_epoch(self, topic: str, partition: int, current: int) -> None: ...
+
+    def leader_epoch(self, topic: str, partition: int) -> int: ...
 
     def append(self, topic: str, partition: int, records: bytes | memoryview) -> AppendInfo: ...
 
@@ -99,7 +111,7 @@ class Groups(Protocol):
 
     def ensure_ready(self, group_id: str) -> None: ...
 
-    def find_coordinator(self) -> ErrorCode: ...
+    async def find_coordinator(self) -> ErrorCode: ...
 
     async def join_group(self, req: JoinRequest) -> dict[str, Any]: ...
 
@@ -145,6 +157,8 @@ class Transactions(Protocol):
 
     def loaded(self) -> bool: ...
 
+    async def prepare(self) -> ErrorCode: ...
+
     def ensure_ready(self, transactional_id: str | None) -> None: ...
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int,
@@ -177,12 +191,14 @@ class Services:
     cluster_id: str
     advertised_host: str
     advertised_port: int
+    listener_name: str  # the clients' listener, whose endpoints Metadata answers with
     data_dir: Path
     config: BrokerConfig
     clock: Clock
     metrics: BrokerMetrics
     api_set: ApiSet
     logs: LogManager
+    cluster: Cluster
     topics: Topics
     replicas: Replicas
     groups: Groups

@@ -117,16 +117,22 @@ class TransactionCoordinator:
     def loaded(self) -> bool:
         return not self.state.loading
 
+    async def prepare(self) -> ErrorCode:
+        """FindCoordinator and InitProducerId first: `__transaction_state` exists (created on
+        first use through the controller, awaited here)."""
+        try:
+            await self.state.create_topic()
+        except Exception as e:
+            log.error("Cannot create %s: %s", TRANSACTION_STATE_TOPIC, e)
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
+
     def ensure_ready(self, transactional_id: str | None) -> None:
         if not transactional_id:
             raise KafkaError(ErrorCode.invalid_request, "transactional id must not be empty")
         if not self._active:
             raise KafkaError(ErrorCode.coordinator_not_available)
-        try:
-            self.state.ensure_topic()
-        except Exception as e:
-            log.error("Cannot create %s: %s", TRANSACTION_STATE_TOPIC, e)
-            raise KafkaError(ErrorCode.coordinator_not_available) from e
+        self.state.ensure_topic()
         if self.state.is_loading(transactional_id):
             raise KafkaError(ErrorCode.coordinator_load_in_progress)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from spark_log.broker.coordinator.collaborators import TopicCreation
 from spark_log.broker.coordinator.coordinator_loader import read_for_load
 from spark_log.broker.errors import KafkaError, error_code_for
 from spark_log.broker.group.offsets_topic import partition_for
@@ -66,19 +67,28 @@ class TransactionStateManager:
         existing = topics.partition_count(TRANSACTION_STATE_TOPIC)
         self.partitions: int = existing if existing is not None else \
             self.config.get("transaction.state.log.num.partitions")
+        self.creation = TopicCreation(topics, TRANSACTION_STATE_TOPIC, lambda: self.partitions,
+                                      self._topic_configs)
 
     # ---- the topic ------------------------------------------------------------------------
     def topic_exists(self) -> bool:
-        return self.topics.partition_count(TRANSACTION_STATE_TOPIC) is not None
+        return self.creation.exists()
 
     def ensure_topic(self) -> None:
-        """Create `__transaction_state` on first use, with Kafka's topic configs."""
+        """`__transaction_state` is created on first use (FindCoordinator and InitProducerId
+        await it, `create_topic`); until it exists, anything else is COORDINATOR_NOT_AVAILABLE."""
         if not self.topic_exists():
-            self.topics.ensure_internal(TRANSACTION_STATE_TOPIC, self.partitions, {
-                "cleanup.policy": "compact",
-                "compression.type": "uncompressed",
-                "segment.bytes": str(self.config.get("transaction.state.log.segment.bytes")),
-            })
+            self.creation.request()
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             f"{TRANSACTION_STATE_TOPIC} is being created")
+
+    async def create_topic(self) -> None:
+        await self.creation.create()
+
+    def _topic_configs(self) -> dict[str, str]:
+        """Kafka's configs of `__transaction_state`."""
+        return {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                "segment.bytes": str(self.config.get("transaction.state.log.segment.bytes"))}
 
     def partition_of(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.partitions)

@@ -2,14 +2,15 @@
 
 A topic config's source is Kafka's: the topic's own override (DYNAMIC_TOPIC_CONFIG), else a
 broker setting given at start (STATIC_BROKER_CONFIG), else the default; synonyms list them in
-that order. Topic overrides are persisted with the topic. Broker settings are static here — they
-are described but altering them answers INVALID_REQUEST, naming the flag to restart with.
-AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs applies SET, DELETE,
-APPEND and SUBTRACT to single keys.
+that order. Topic overrides are cluster metadata, changed through the controller (AlterConfigs
+replaces a topic's whole override set; IncrementalAlterConfigs applies SET, DELETE, APPEND and
+SUBTRACT to single keys). Broker settings are static here — they are described but altering
+them answers INVALID_REQUEST, naming the flag to restart with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
 from typing import Any
@@ -21,7 +22,7 @@ from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
-from spark_log.storage.log.log_config import BY_NAME, ConfigType, format_value, public_definitions
+from spark_log.storage.log.log_config import ConfigType, format_value, public_definitions
 
 
 class ResourceType(IntEnum):
@@ -34,13 +35,6 @@ class ConfigSource(IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
-
-
-class AlterOp(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 _BROKER_TYPES = {"int": ConfigType.INT, "long": ConfigType.LONG, "double": ConfigType.DOUBLE,
@@ -147,67 +141,38 @@ def _check_broker_name(services: Services, name: str) -> None:
 # ---- alter -------------------------------------------------------------------------------------
 @handles(ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
 async def handle_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    incremental = ctx.header.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+    """Topic configs are cluster metadata: those resources go to the controller (which checks
+    every key and value and commits ConfigRecords). Broker settings are static here: altering
+    them is refused on the spot, naming the flag to restart with."""
+    topics = tuple(r for r in request.resources if r.resource_type == ResourceType.TOPIC)
+    answers: dict[tuple[int, str], Any] = {}
+    if topics:
+        response = await ctx.services.topics.forward(dataclasses.replace(request,
+                                                                         resources=topics))
+        answers = {(r.resource_type, r.resource_name): r for r in response.responses}
     responses = []
     for resource in request.resources:
+        key = (resource.resource_type, resource.resource_name)
         response = {"error_code": ErrorCode.none, "error_message": None,
                     "resource_type": resource.resource_type,
                     "resource_name": resource.resource_name}
-        try:
-            _alter(ctx.services, resource, incremental, request.validate_only)
-        except Exception as exc:
-            response.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
+        if key in answers:
+            found = answers[key]
+            response.update(error_code=found.error_code, error_message=found.error_message)
+        else:
+            try:
+                _refuse(ctx.services, resource)
+            except Exception as exc:
+                response.update(error_code=error_code_for(exc),
+                                error_message=error_message_for(exc))
         responses.append(response)
     return {"throttle_time": 0, "responses": responses}
 
 
-def _alter(services: Services, resource: Any, incremental: bool, validate_only: bool) -> None:
+def _refuse(services: Services, resource: Any) -> None:
     if resource.resource_type == ResourceType.BROKER:
         _check_broker_name(services, resource.resource_name)
         raise KafkaError(ErrorCode.invalid_request,
                          "broker configs are static: restart the broker with --config KEY=VALUE")
-    if resource.resource_type != ResourceType.TOPIC:
-        raise KafkaError(ErrorCode.invalid_request,
-                         f"resource type {resource.resource_type} is not supported")
-    info = services.topics.metadata.require(resource.resource_name)
-    if incremental:
-        overrides = _apply_ops(services, dict(info.configs), resource.configs)
-    else:
-        overrides = {c.name: c.value for c in resource.configs if c.value is not None}
-    services.topics.set_configs(info.name, overrides, validate_only)
-
-
-def _apply_ops(services: Services, overrides: dict[str, str], ops: Iterable[Any]) -> dict[str, str]:
-    seen: set[str] = set()
-    for op in ops:
-        if op.name in seen:
-            raise KafkaError(ErrorCode.invalid_config,
-                             f"Duplicate config keys: {op.name} appears more than once")
-        seen.add(op.name)
-        d = BY_NAME.get(op.name)
-        if d is None:
-            raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {op.name}")
-        kind = AlterOp(op.config_operation)
-        if kind is AlterOp.SET:
-            overrides[op.name] = op.value or ""
-        elif kind is AlterOp.DELETE:
-            overrides.pop(op.name, None)
-        else:
-            overrides[op.name] = _edit_list(services, d, overrides, op.value or "",
-                                            kind is AlterOp.APPEND)
-    return overrides
-
-
-def _edit_list(services: Services, d: Any, overrides: Mapping[str, str], value: str,
-               append: bool) -> str:
-    if d.type is not ConfigType.LIST:
-        raise KafkaError(ErrorCode.invalid_config,
-                         f"Config value append/subtract is not allowed for config key {d.name} "
-                         "since it is not a list type")
-    current = list(services.topics.log_config("", overrides).value_of(d.name))
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if append:
-        current += [v for v in items if v not in current]
-    else:
-        current = [v for v in current if v not in items]
-    return ",".join(current)
+    raise KafkaError(ErrorCode.invalid_request,
+                     f"resource type {resource.resource_type} is not supported")

@@ -7,7 +7,9 @@ starts at the batch that contains the fetch offset and stops before the high wat
 first non-empty partition is returned whole so a consumer can always make progress. With less
 than `min_bytes` available the fetch parks until an append to one of its partitions or
 `max_wait`; an error in any partition answers at once. Incremental fetch sessions (KIP-227) are
-not offered: every response carries session id 0, which clients treat as "full fetches".
+not offered: every response carries session id 0, which clients treat as "full fetches". A
+partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER with its current leader, and
+the response lists where those leaders listen (KIP-951), so the consumer goes straight there.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import uuid
 from typing import Any
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_for
-from spark_log.broker.replication.leader_epochs import check_leader_epoch
+from spark_log.broker.replication.leader_epochs import NotLeaderError
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
@@ -50,7 +52,22 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
         if t["topic"]:
             services.metrics.record_fetch(t["topic"], [p["records"] for p in t["partitions"]])
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
-            "responses": responses}
+            "responses": responses, "node_endpoints": leader_endpoints(services, responses)}
+
+
+def leader_endpoints(services: Services, responses: list[dict[str, Any]]
+                     ) -> list[dict[str, Any]]:
+    """Where the leaders named in `current_leader` entries listen (KIP-951)."""
+    leaders = {p["current_leader"]["leader_id"] for t in responses for p in t["partitions"]
+               if "current_leader" in p and p["current_leader"]["leader_id"] >= 0}
+    out = []
+    for leader in sorted(leaders):
+        endpoint = services.cluster.endpoint(leader, services.listener_name)
+        broker = services.cluster.image.broker(leader)
+        if endpoint is not None and broker is not None:
+            out.append({"node_id": leader, "host": endpoint[0], "port": endpoint[1],
+                        "rack": broker.rack or None})
+    return out
 
 
 def _resolve(services: Services, topic: Any) -> tuple[str | None, uuid.UUID, Any]:
@@ -93,7 +110,8 @@ def _read_partition(services: Services, request: Any, name: str | None, p: Any, 
     try:
         if name is None:
             raise KafkaError(ErrorCode.unknown_topic_id)
-        check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+        services.replicas.check_leader_epoch(name, p.partition,
+                                             getattr(p, "current_leader_epoch", -1))
         log = services.replicas.log(name, p.partition)
         hw = log.high_watermark
         lso = services.replicas.last_stable_offset(log)
@@ -109,6 +127,9 @@ def _read_partition(services: Services, request: Any, name: str | None, p: Any, 
                 log, p.fetch_offset, records)
     except UnknownTopicError:
         entry["error_code"] = ErrorCode.unknown_topic_or_partition
+    except NotLeaderError as exc:
+        entry.update(error_code=exc.code, current_leader={"leader_id": exc.leader_id,
+                                                          "leader_epoch": exc.leader_epoch})
     except Exception as exc:
         entry["error_code"] = error_code_for(exc)
     return entry

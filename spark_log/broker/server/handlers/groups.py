@@ -43,18 +43,19 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> dict[str
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     if ctx.version >= 4:
         return {"throttle_time": 0, "coordinators": [
-            _coordinator(ctx, key, key_type, with_message=False)
+            await _coordinator(ctx, key, key_type, with_message=False)
             for key in request.coordinator_keys]}
-    return {"throttle_time": 0, **_coordinator(ctx, request.key, key_type, with_message=True)}
+    return {"throttle_time": 0,
+            **await _coordinator(ctx, request.key, key_type, with_message=True)}
 
 
-def _coordinator(ctx: RequestContext, key: str, key_type: int, with_message: bool
-                 ) -> dict[str, Any]:
+async def _coordinator(ctx: RequestContext, key: str, key_type: int, with_message: bool
+                       ) -> dict[str, Any]:
     services = ctx.services
     if key_type == GROUP_KEY_TYPE:
-        error = services.groups.find_coordinator()
+        error = await services.groups.find_coordinator()
     elif key_type == TRANSACTION_KEY_TYPE:
-        error = ErrorCode.none  # this broker coordinates transactions too
+        error = await services.transactions.prepare()  # this broker coordinates them too
     else:
         error = ErrorCode.invalid_request
     found = error == ErrorCode.none

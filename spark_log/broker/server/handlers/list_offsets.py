@@ -12,7 +12,6 @@ from collections import Counter
 from typing import Any
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_for
-from spark_log.broker.replication.leader_epochs import LEADER_EPOCH, check_leader_epoch
 from spark_log.broker.server.handlers.fetch import READ_COMMITTED
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
@@ -42,15 +41,17 @@ def _list_offset(services: Services, topic: str, p: Any, committed: bool,
     try:
         if duplicate:
             raise KafkaError(ErrorCode.invalid_request, "partition listed twice")
-        check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+        services.replicas.check_leader_epoch(topic, p.partition_index,
+                                             getattr(p, "current_leader_epoch", -1))
         log = services.replicas.log(topic, p.partition_index)
+        leader_epoch = services.replicas.leader_epoch(topic, p.partition_index)
         visible = services.replicas.last_stable_offset(log) if committed else log.high_watermark
         if p.timestamp == LATEST:
-            entry.update(offset=visible, leader_epoch=LEADER_EPOCH)
+            entry.update(offset=visible, leader_epoch=leader_epoch)
         elif p.timestamp == EARLIEST:
             start = log.log_start_offset
             epoch = log.leader_epoch_cache.epoch_for_offset(start)
-            entry.update(offset=start, leader_epoch=LEADER_EPOCH if epoch is None else epoch)
+            entry.update(offset=start, leader_epoch=leader_epoch if epoch is None else epoch)
         elif p.timestamp < MAX_TIMESTAMP:
             raise KafkaError(ErrorCode.invalid_request,
                              f"unknown special timestamp {p.timestamp}")
@@ -76,7 +77,8 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> d
             entry = {"error_code": ErrorCode.none, "partition": p.partition,
                      "leader_epoch": -1, "end_offset": -1}
             try:
-                check_leader_epoch(p.current_leader_epoch)
+                ctx.services.replicas.check_leader_epoch(topic.topic, p.partition,
+                                                         p.current_leader_epoch)
                 log = ctx.services.replicas.log(topic.topic, p.partition)
                 epoch, end = log.leader_epoch_cache.end_offset_for(p.leader_epoch,
                                                                    log.log_end_offset)

@@ -1,11 +1,15 @@
-"""Metadata and DescribeCluster: brokers, the controller, topics, partitions and their leaders.
+"""Metadata and DescribeCluster: brokers, topics, partitions and their leaders, from the cluster
+metadata this broker applied (Kafka's KRaftMetadataCache answers).
 
-Topics are named (or, from v10, identified by id); a null or empty list (v0: empty) means all
-topics. An unknown topic is auto-created when the broker allows it (`auto.create.topics.enable`)
-and the request does (`allow_auto_topic_creation`, v4+; always for older versions); creation is
-synchronous here, so the first answer already carries the new topic's partitions. While the
-data directory is offline every partition answers KAFKA_STORAGE_ERROR, without a leader, its
-replica listed offline.
+Brokers are the live (registered, unfenced) ones with an endpoint on the clients' listener.
+A partition answers its leader and leader epoch, replicas and ISR; with its leader not live it
+answers LEADER_NOT_AVAILABLE and leader -1, and replicas on brokers not registered are listed
+offline. While this broker's data directory is offline the partitions it hosts answer
+KAFKA_STORAGE_ERROR, their replica here offline. As in KRaft the controller id is a live broker
+(clients never talk to controllers). Topics are named (or, from v10, identified by id); a null
+or empty list (v0: empty) means all topics. An unknown topic is auto-created when the broker
+allows it (`auto.create.topics.enable`) and the request does (`allow_auto_topic_creation`, v4+;
+always for older versions); the first answer already carries the new topic's partitions.
 """
 
 from __future__ import annotations
@@ -14,10 +18,10 @@ import uuid
 from typing import Any
 
 from spark_log.broker.errors import error_code_for
-from spark_log.broker.replication.leader_epochs import LEADER_EPOCH
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
+from spark_log.metadata import PartitionRegistration
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.storage.data_dir.topics_file import TopicInfo
@@ -26,24 +30,47 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 def broker_entries(services: Services) -> list[dict[str, Any]]:
-    return [{"node_id": services.node_id, "broker_id": services.node_id,
-             "host": services.advertised_host, "port": services.advertised_port, "rack": None,
-             "is_fenced": False}]
+    entries = []
+    for broker in services.cluster.live_brokers():
+        endpoint = broker.endpoint(services.listener_name)
+        if endpoint is not None:
+            entries.append({"node_id": broker.id, "broker_id": broker.id, "host": endpoint.host,
+                            "port": endpoint.port, "rack": broker.rack or None,
+                            "is_fenced": False})
+    return entries
+
+
+def controller_id(services: Services) -> int:
+    """KRaft answers a live broker (clients never talk to controllers): this one if live."""
+    live = [b.id for b in services.cluster.live_brokers()]
+    return services.node_id if services.node_id in live or not live else live[0]
+
+
+def partition_entry(services: Services, index: int, state: PartitionRegistration
+                    ) -> dict[str, Any]:
+    image = services.cluster.image
+    live = {b.id for b in services.cluster.live_brokers()}
+    offline = [r for r in state.replicas if r not in image.brokers]
+    error, leader = ErrorCode.none, state.leader
+    if leader not in live:
+        error, leader = ErrorCode.leader_not_available, -1
+    if services.node_id in state.replicas and services.logs.failure.failed:
+        error = ErrorCode.kafka_storage_error  # the replica here is in an offline directory
+        offline = sorted({*offline, services.node_id})
+        if leader == services.node_id:
+            leader = -1
+    return {"error_code": error, "partition_index": index, "leader_id": leader,
+            "leader_epoch": state.leader_epoch, "replica_nodes": list(state.replicas),
+            "isr_nodes": list(state.isr), "offline_replicas": offline}
 
 
 def topic_entry(services: Services, info: TopicInfo) -> dict[str, Any]:
-    node = services.node_id
-    if services.logs.failure.failed:  # the only replica is in an offline log directory
-        partition = {"error_code": ErrorCode.kafka_storage_error, "leader_id": -1,
-                     "isr_nodes": [], "offline_replicas": [node]}
-    else:
-        partition = {"error_code": ErrorCode.none, "leader_id": node, "isr_nodes": [node],
-                     "offline_replicas": []}
+    image_topic = services.cluster.image.topic(info.name)
+    partitions = image_topic.partitions if image_topic is not None else {}
     return {
         "error_code": ErrorCode.none, "name": info.name, "topic_id": info.topic_id,
         "is_internal": info.internal,
-        "partitions": [{**partition, "partition_index": p, "leader_epoch": LEADER_EPOCH,
-                        "replica_nodes": [node]} for p in range(info.partitions)],
+        "partitions": [partition_entry(services, p, partitions[p]) for p in sorted(partitions)],
     }
 
 
@@ -61,14 +88,14 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and \
             services.config.get("auto.create.topics.enable")
-        topics = [_lookup(services, t, allow_create) for t in requested]
+        topics = [await _lookup(services, t, allow_create) for t in requested]
     return {
         "throttle_time": 0, "brokers": broker_entries(services), "cluster_id": services.cluster_id,
-        "controller_id": services.node_id, "topics": topics, "error_code": ErrorCode.none,
+        "controller_id": controller_id(services), "topics": topics, "error_code": ErrorCode.none,
     }
 
 
-def _lookup(services: Services, requested: Any, allow_create: bool) -> dict[str, Any]:
+async def _lookup(services: Services, requested: Any, allow_create: bool) -> dict[str, Any]:
     name = getattr(requested, "name", None)
     topic_id = getattr(requested, "topic_id", None)
     metadata = services.topics.metadata
@@ -82,7 +109,7 @@ def _lookup(services: Services, requested: Any, allow_create: bool) -> dict[str,
         if not allow_create:
             return _error_entry(ErrorCode.unknown_topic_or_partition, name, None)
         try:
-            info = services.topics.auto_create(name)
+            info = await services.topics.auto_create(name)
         except Exception as exc:  # an invalid name answers INVALID_TOPIC_EXCEPTION for it alone
             return _error_entry(error_code_for(exc), name, None)
     return topic_entry(services, info)
@@ -94,5 +121,5 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> dict[str
     return {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
         "endpoint_type": getattr(request, "endpoint_type", 1), "cluster_id": services.cluster_id,
-        "controller_id": services.node_id, "brokers": broker_entries(services),
+        "controller_id": controller_id(services), "brokers": broker_entries(services),
     }

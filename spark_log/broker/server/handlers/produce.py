@@ -5,7 +5,8 @@ An error in one partition (unknown partition, corrupt batch, too large, invalid 
 partition's answer alone. A batch refused for some of its records (KIP-467) is answered as
 Kafka does: the error, the records' indexes and messages, the log start offset. acks=0 gets no
 response, so — as Kafka does — a failed acks=0 produce closes the connection, the only way the
-producer can notice.
+producer can notice. A partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER with
+its current leader, and the response lists where those leaders listen (KIP-951).
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from __future__ import annotations
 from typing import Any
 
 from spark_log.broker.errors import KafkaError, error_code_for, error_message_for
+from spark_log.broker.replication.leader_epochs import NotLeaderError
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode, ProtocolError
 from spark_log.protocol.api_keys import ApiKey
-from spark_log.protocol.produce_response import PartitionResult, encode_produce_response
+from spark_log.protocol.produce_response import (
+    NodeEndpoint,
+    PartitionResult,
+    encode_produce_response,
+)
 from spark_log.storage.errors import StorageError
 
 VALID_ACKS = (-1, 0, 1)
@@ -39,7 +45,20 @@ async def handle_produce(ctx: RequestContext, request: Any) -> bytes | None:
         if failed:
             raise ProtocolError(f"acks=0 produce failed ({'; '.join(failed)})")
         return None
-    return encode_produce_response(ctx.header.correlation_id, ctx.version, results)
+    leaders = sorted({a.current_leader[0] for _, answers in results for a in answers
+                      if a.current_leader is not None and a.current_leader[0] >= 0})
+    return encode_produce_response(ctx.header.correlation_id, ctx.version, results, 0,
+                                   _endpoints(services, leaders))
+
+
+def _endpoints(services: Services, leaders: list[int]) -> list[NodeEndpoint]:
+    out = []
+    for leader in leaders:
+        endpoint = services.cluster.endpoint(leader, services.listener_name)
+        broker = services.cluster.image.broker(leader)
+        if endpoint is not None and broker is not None:
+            out.append(NodeEndpoint(leader, endpoint[0], endpoint[1], broker.rack or None))
+    return out
 
 
 def _append(services: Services, topic: str, partition: int, records: Any,
@@ -65,6 +84,9 @@ def _append(services: Services, topic: str, partition: int, records: Any,
 
 
 def _refused(services: Services, topic: str, partition: int, exc: Exception) -> PartitionResult:
+    if isinstance(exc, NotLeaderError):
+        return PartitionResult(partition, exc.code, -1, -1, -1, exc.message,
+                               current_leader=(exc.leader_id, exc.leader_epoch))
     record_errors = exc.record_errors if isinstance(exc, StorageError) else ()
     # Kafka's answer to records refused by validation carries the partition's log start offset
     log_start = services.replicas.log(topic, partition).log_start_offset if record_errors else -1

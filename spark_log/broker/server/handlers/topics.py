@@ -1,121 +1,70 @@
 """CreateTopics, DeleteTopics, CreatePartitions and DeleteRecords: the admin calls on topics.
 
-Each topic in a request succeeds or fails on its own, with Kafka's error code and message; a
-topic named twice in one request fails with INVALID_REQUEST, as in Kafka. Manual replica
-assignments are accepted only when they name this broker.
+The first three change the cluster metadata: they go to the active controller as they came
+(Kafka's forwarding), which validates them topic by topic and answers with Kafka's codes and
+messages once the change is committed; this broker then waits until it has applied the change
+itself before answering, so the topic can be used here at once. DeleteRecords moves a log start
+offset on the partition's leader.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections import Counter
 from typing import Any
 
-from spark_log.broker.errors import KafkaError, error_code_for, error_message_for
-from spark_log.broker.server.handlers.configs import topic_config_entries
+from spark_log.broker.errors import error_code_for
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
-from spark_log.broker.server.services import Services
+from spark_log.metadata import MetadataImage
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 
-ZERO_UUID = uuid.UUID(int=0)
 
-
-def _duplicates(names: list[str]) -> set[str]:
-    return {n for n, c in Counter(names).items() if c > 1}
-
-
-def _check_assignments(services: Services, assignments: Any) -> None:
-    """Manual assignments (lists of broker ids per partition) may only name this broker."""
-    for a in assignments or ():
-        unknown = [b for b in a.broker_ids if b != services.node_id]
-        if unknown:
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             f"Unknown broker(s) {unknown} in a replica assignment: only broker "
-                             f"{services.node_id} exists")
+def _succeeded(results: Any) -> list[Any]:
+    return [r for r in results if r.error_code == ErrorCode.none]
 
 
 @handles(ApiKey.CREATE_TOPICS)
-async def handle_create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    services = ctx.services
-    dupes = _duplicates([t.name for t in request.topics])
-    results = []
-    for t in request.topics:
-        result = {"name": t.name, "topic_id": ZERO_UUID, "error_code": ErrorCode.none,
-                  "error_message": None, "num_partitions": -1, "replication_factor": -1,
-                  "configs": None}
-        try:
-            if t.name in dupes:
-                raise KafkaError(ErrorCode.invalid_request,
-                                 f"Create topics request from client `{ctx.client_id}` contains "
-                                 f"multiple entries for the following topics: {t.name}")
-            partitions, factor = t.num_partitions, t.replication_factor
-            if t.assignments:
-                _check_assignments(services, t.assignments)
-                partitions, factor = len(t.assignments), 1
-            overrides = {c.name: c.value for c in t.configs if c.value is not None}
-            info = services.topics.create(t.name, partitions, factor, overrides,
-                                        request.validate_only)
-            result.update(topic_id=info.topic_id, num_partitions=info.partitions,
-                          replication_factor=1,
-                          configs=topic_config_entries(services, overrides, None))
-        except Exception as exc:
-            result.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
-        results.append(result)
-    return {"throttle_time": 0, "topics": results}
+async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+    response = await ctx.services.topics.forward(request)
+    if not request.validate_only:
+        created = {r.name for r in _succeeded(response.topics)}
+        await ctx.services.topics.applied(
+            lambda image: all(image.topic(name) is not None for name in created))
+    return response
 
 
 @handles(ApiKey.DELETE_TOPICS)
-async def handle_delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    services = ctx.services
-    wanted = [(getattr(t, "name", None), getattr(t, "topic_id", None))
-              for t in getattr(request, "topics", ())]
-    wanted += [(name, None) for name in getattr(request, "topic_names", ())]
-    responses = []
-    deleted_names: list[str] = []
-    for name, topic_id in wanted:
-        response = {"name": name, "topic_id": topic_id or ZERO_UUID,
-                    "error_code": ErrorCode.none, "error_message": None}
-        try:
-            if name is None:
-                info = services.topics.metadata.by_id(topic_id) if topic_id else None
-                if info is None:
-                    raise KafkaError(ErrorCode.unknown_topic_id)
-                name = info.name
-            deleted = services.topics.delete(name)
-            deleted_names.append(name)
-            response.update(name=name, topic_id=deleted.topic_id)
-        except Exception as exc:
-            response.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
-        responses.append(response)
-    if deleted_names:
-        services.groups.on_topics_deleted(deleted_names)  # tombstones for their committed offsets
-        services.metrics.forget_topics(deleted_names)
-    services.replicas.wake_all()
-    return {"throttle_time": 0, "responses": responses}
+async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+    response = await ctx.services.topics.forward(request)
+    gone = [(r.name, getattr(r, "topic_id", None)) for r in _succeeded(response.responses)]
+
+    def deleted(image: MetadataImage) -> bool:
+        return all((name is None or image.topic(name) is None) and
+                   (topic_id is None or topic_id not in image.topics) for name, topic_id in gone)
+
+    await ctx.services.topics.applied(deleted)
+    ctx.services.replicas.wake_all()
+    return response
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-async def handle_create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    services = ctx.services
-    dupes = _duplicates([t.name for t in request.topics])
-    results = []
-    for t in request.topics:
-        result = {"name": t.name, "error_code": ErrorCode.none, "error_message": None}
-        try:
-            if t.name in dupes:
-                raise KafkaError(ErrorCode.invalid_request, "Duplicate topic in request.")
-            _check_assignments(services, t.assignments)
-            services.topics.add_partitions(t.name, t.count, request.validate_only)
-        except Exception as exc:
-            result.update(error_code=error_code_for(exc), error_message=error_message_for(exc))
-        results.append(result)
-    return {"throttle_time": 0, "results": results}
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+    response = await ctx.services.topics.forward(request)
+    if not request.validate_only:
+        done = {r.name for r in _succeeded(response.results)}
+        wanted = {t.name: t.count for t in request.topics if t.name in done}
+
+        def grown(image: MetadataImage) -> bool:
+            return all((topic := image.topic(name)) is not None and
+                       len(topic.partitions) >= count for name, count in wanted.items())
+
+        await ctx.services.topics.applied(grown)
+    return response
 
 
 @handles(ApiKey.DELETE_RECORDS)
 async def handle_delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    services = ctx.services
     topics = []
     for t in request.topics:
         partitions = []
@@ -123,8 +72,8 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> dict[str, 
             entry = {"partition_index": p.partition_index, "low_watermark": -1,
                      "error_code": ErrorCode.none}
             try:
-                entry["low_watermark"] = ctx.services.topics.delete_records(
-                    t.name, p.partition_index, p.offset)
+                entry["low_watermark"] = services.topics.delete_records(
+                    t.name, p.partition_index, p.offset, services.replicas.log)
             except Exception as exc:
                 entry["error_code"] = error_code_for(exc)
             partitions.append(entry)

@@ -37,6 +37,7 @@ async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> d
     """InitProducerId with a transactional id (called by the InitProducerId handler)."""
     pid = getattr(request, "producer_id", -1)
     expected = ProducerIdAndEpoch(pid, request.producer_epoch) if pid >= 0 else None
+    await ctx.services.transactions.prepare()  # __transaction_state, created on first use
     try:
         producer_id, epoch = ctx.services.transactions.init_producer_id(
             request.transactional_id, ms(request.transaction_timeout), expected)
