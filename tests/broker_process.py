@@ -35,6 +35,12 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self) -> BrokerProcess:
+        self.launch()
+        self.await_ready()
+        return self
+
+    def launch(self) -> None:
+        """Start the process; `await_ready` waits until it serves."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "spark_log.broker", "--data-dir", str(self.data_dir),
                 "--host", "127.0.0.1", "--port", str(self.requested_port)]
@@ -42,10 +48,8 @@ class BrokerProcess:
             argv += ["--config", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        self._await_ready()
-        return self
 
-    def _await_ready(self) -> None:
+    def await_ready(self) -> None:
         assert self.proc is not None
         deadline = time.monotonic() + READY_TIMEOUT_S
         info_path = self.data_dir / "broker.json"

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import sys
 
-from spark_log.broker.broker import run_until_signalled
+from spark_log.broker.node import run_until_signalled
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.launch_options import add_broker_arguments, config_from_arguments
 from spark_log.properties import ConfigError

@@ -1,144 +1,165 @@
-"""One broker: storage, topics, request handling and the listening socket, assembled, started
-and stopped as a unit. The only module that builds the concrete coordinators and managers: each
-part receives the narrow collaborators it uses (protocols of the package that uses them), and
-request handlers reach them through `Services`.
+"""The broker role of a node: its logs, the metadata it serves from, its partitions' leadership,
+its coordinators and its client listener, assembled, started and stopped as a unit. The only
+module that builds the concrete coordinators and managers: each part receives the narrow
+collaborators it uses, and request handlers reach them through `Services`.
 
-`start()` opens the data directory (refusing one that is unusable or belongs to another node or
-cluster, recovering logs after a crash), binds the listener and then writes `broker.json` (pid,
-advertised host and port) into the data directory — the signal that clients can connect, used by
-tests and by the sidecar launcher. `stop()` is the clean shutdown of SIGTERM/SIGINT: stop
+`open()` loads the logs (recovering them after a crash) and subscribes to the metadata, before
+the quorum replays the log, so each image applied finds the logs open. `start()` binds the
+client listener, registers with the controller and waits until it is unfenced (caught up with
+the metadata), then starts the coordinators and serves. `stop()` is the clean shutdown: a
+controlled shutdown first (its leaderships move away while it still serves), then stop
 accepting, finish in-flight requests, flush and checkpoint every log, write the clean-shutdown
-marker, remove `broker.json`.
+marker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Protocol
 
 from spark_log.broker.broker_config import BrokerConfig
+from spark_log.broker.cluster.broker_lifecycle import BrokerLifecycle, ListenerEndpoint
+from spark_log.broker.cluster.controller_channel import ControllerChannel
+from spark_log.broker.cluster.metadata_cache import MetadataCache
+from spark_log.broker.cluster.metadata_publisher import MetadataPublisher
 from spark_log.broker.group.group_coordinator import GroupCoordinator
-from spark_log.broker.launch_options import parse_listener
 from spark_log.broker.metrics.broker_metrics import BrokerMetrics
 from spark_log.broker.replication.replica_manager import ReplicaManager
 from spark_log.broker.server.dispatcher import Dispatcher
 from spark_log.broker.server.handlers import load_all
-from spark_log.broker.server.handlers.registry import Handler
 from spark_log.broker.server.listener import Listener
 from spark_log.broker.server.services import Services
 from spark_log.broker.topics.topic_manager import TopicManager
-from spark_log.broker.topics.topic_metadata import TopicMetadata
 from spark_log.broker.transaction.producer_id_manager import ProducerIdManager
 from spark_log.broker.transaction.transaction_coordinator import TransactionCoordinator
-from spark_log.clock import SYSTEM_CLOCK, Clock
+from spark_log.clock import Clock
+from spark_log.metadata import MetadataDelta, MetadataImage
 from spark_log.protocol import ApiSet
 from spark_log.storage.cleaner.cleaner_config import CleanerConfig
 from spark_log.storage.cleaner.cleaner_transactions import TRANSACTIONAL_BATCH_POLICY
 from spark_log.storage.cleaner.log_cleaner import LogCleaner
-from spark_log.storage.data_dir import meta_properties
-from spark_log.storage.data_dir.atomic_file import write_atomically
-from spark_log.storage.data_dir.lock_file import DataDirLock
-from spark_log.storage.data_dir.prepare import prepare_data_dir
 from spark_log.storage.data_dir.topics_file import INTERNAL_TOPICS
 from spark_log.storage.log.log_manager import LogManager
-from spark_log.storage.log.partition_dir import parse_partition_dir
-from spark_log.storage.log.record_checks import (
-    RECORD_TIMESTAMP_SEARCH,
-    validate_records,
-)
+from spark_log.storage.log.record_checks import RECORD_TIMESTAMP_SEARCH, validate_records
 
 log = logging.getLogger(__name__)
 
-INFO_FILE = "broker.json"
 FLUSH_CHECK_INTERVAL_MS = 1000
 SHUTDOWN_GRACE_S = 5  # how long requests in hand may take to finish at shutdown
+CONTROLLED_SHUTDOWN_S = 30.0
+METADATA_TOPIC = "__cluster_metadata"
+
+
+class MetadataSource(Protocol):
+    """The metadata loader: each new image, in log order, and how far it has applied."""
+
+    @property
+    def offset(self) -> int: ...
+
+    def add_publisher(self, publisher: Callable[[MetadataDelta, MetadataImage], None]
+                      ) -> None: ...
 
 
 class Broker:
-    """A running broker. Everything but the metrics scrape runs on one asyncio event loop, so
-    no component needs locks. Invariant: `broker.json` exists exactly while the listener is
-    open and the logs are loaded."""
+    """The broker role. Everything but the metrics scrape runs on one asyncio event loop, so no
+    component needs locks. Invariant: the client listener accepts connections only once this
+    broker is unfenced, so every request sees metadata at least as new as its registration."""
 
-    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.config = config
-        self.clock = clock
+    def __init__(self, config: BrokerConfig, clock: Clock, cluster_id: str,
+                 channel: ControllerChannel, new_dir: bool) -> None:
+        self.config, self.clock, self.cluster_id = config, clock, cluster_id
         self.node_id = config.node_id
         data_dir = config.data_dir
         assert data_dir is not None, "log.dirs must be set"
-        self.data_dir = data_dir
-        self._lock = DataDirLock(data_dir)
+        self.data_dir: Path = data_dir
+        self.channel, self.new_dir = channel, new_dir
         self.metrics = BrokerMetrics()
-        self.cluster_id = ""
-        self.host, self.port = parse_listener(config.get("listeners"))
-        self.advertised_host, self.advertised_port = self.host, self.port
+        client = config.broker_listeners[0]
+        self.listener_name = client.name
+        self.host, self.port = client.host, client.port
+        self.advertised_host, self.advertised_port = client.advertised_host, client.port
         self.listener = Listener(self.host, self.port, config.get("socket.request.max.bytes"))
+        self.cache = MetadataCache()
         self._tasks: list[asyncio.Task[None]] = []
-        self.logs: LogManager
-        self.topics: TopicManager
-        self.replicas: ReplicaManager
-        self.dispatcher: Dispatcher
-        self.groups: GroupCoordinator
-        self.transactions: TransactionCoordinator
 
     # ---- lifecycle ------------------------------------------------------------------------
-    async def start(self) -> None:
-        prepare_data_dir(self.data_dir)
-        self._lock.acquire()
-        identity = meta_properties.load_or_create(
-            self.data_dir, self.node_id, self.config.get("cluster.id"))
-        self.cluster_id = identity.cluster_id
-        # Small files that may refuse the start go before anything is written or recovered.
-        self.producer_ids = ProducerIdManager(self.data_dir)
-        metadata = TopicMetadata(self.data_dir)
-        metadata.load(partition_dirs(self.data_dir))
-        self.topics = TopicManager(self.config, metadata)
-        # Topic configs go in at construction, so segment settings hold from the first open.
+    def open(self, metadata: MetadataSource) -> None:
+        """Load the logs and build the parts; from now on every metadata image is applied."""
+        self.metadata = metadata
+        self.producer_ids = ProducerIdManager(self.channel.call, self.node_id,
+                                              lambda: self.lifecycle.epoch)
         self.logs = LogManager(str(self.data_dir), clock=self.clock,
-                               default_config=self.topics.defaults,
-                               topic_configs=self.topics.all_log_configs(),
+                               default_config=TopicManager.topic_defaults(self.config),
                                record_search=RECORD_TIMESTAMP_SEARCH,
-                               record_validator=validate_records,
-                               new_dir=identity.created, checked_at_start=INTERNAL_TOPICS)
-        self.topics.attach(self.logs)
+                               record_validator=validate_records, new_dir=self.new_dir,
+                               checked_at_start=INTERNAL_TOPICS,
+                               ignored_topics=frozenset({METADATA_TOPIC}))
+        self.topics = TopicManager(self.config, self.cache, self.channel, self.logs,
+                                   self._internal_replication)
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.cleaner = LogCleaner(self.logs, CleanerConfig.from_broker(self.config.get),
                                   clock=self.clock,
                                   last_stable_offset=self.replicas.last_stable_offset,
                                   batch_policy=TRANSACTIONAL_BATCH_POLICY)
-        self.replicas.become_leader()
         self.groups = GroupCoordinator(self.config, self.clock, self.topics, self.replicas)
         self.transactions = TransactionCoordinator(self.config, self.clock, self.topics,
                                                    self.replicas, self.groups, self.producer_ids)
+        self.publisher = MetadataPublisher(self.node_id, self.cache, self.logs, self.replicas,
+                                           self.topics.config_for)
+        self.publisher.on_topics_deleted += [self.groups.on_topics_deleted,
+                                             self.metrics.forget_topics]
+        metadata.add_publisher(self.publisher.publish)
+
+    async def start(self) -> None:
         bound_host, self.port = await self.listener.bind()
-        self.advertised_host, self.advertised_port = self._advertised(bound_host)
+        if not self.advertised_host:
+            self.advertised_host = _primary_ipv4() if bound_host in ("0.0.0.0", "::", "") \
+                else bound_host
+        listener = self.config.broker_listeners[0]
+        self.advertised_port = listener.advertised_port or self.port
+        self.lifecycle = BrokerLifecycle(
+            self.node_id, self.cluster_id, self.channel,
+            [ListenerEndpoint(self.listener_name, self.advertised_host, self.advertised_port)],
+            self.config.rack, lambda: self.metadata.offset,
+            self.config.get("broker.heartbeat.interval.ms"))
+        self.lifecycle.start()
+        while not await self.lifecycle.wait_unfenced(30.0):
+            log.info("Broker %d is waiting for the controller to unfence it", self.node_id)
+        self._set_aside_strays()
         handlers = load_all()
-        self.dispatcher = Dispatcher(self._services(handlers), handlers)
+        self.dispatcher = Dispatcher(self._services(ApiSet(handlers, topic_ids=True)), handlers)
+        self.groups.start()
+        self.transactions.start()
         await self.listener.serve(self.dispatcher.respond)
         self._start_background_work()
-        self._write_info()
         log.info("spark_log broker %d (cluster %s) listening on %s:%d, advertised as %s:%d",
                  self.node_id, self.cluster_id, bound_host, self.port, self.advertised_host,
                  self.advertised_port)
 
-    def _services(self, handlers: Mapping[int, Handler]) -> Services:
-        """What request handlers reach of this broker (once the listener is bound)."""
+    def _services(self, api_set: ApiSet) -> Services:
         return Services(
             node_id=self.node_id, cluster_id=self.cluster_id,
             advertised_host=self.advertised_host, advertised_port=self.advertised_port,
-            data_dir=self.data_dir, config=self.config, clock=self.clock, metrics=self.metrics,
-            api_set=ApiSet(handlers, topic_ids=True), logs=self.logs, topics=self.topics,
-            replicas=self.replicas, groups=self.groups, transactions=self.transactions,
-            producer_ids=self.producer_ids)
+            listener_name=self.listener_name, data_dir=self.data_dir, config=self.config,
+            clock=self.clock, metrics=self.metrics, api_set=api_set, logs=self.logs,
+            cluster=self.cache, topics=self.topics, replicas=self.replicas, groups=self.groups,
+            transactions=self.transactions, producer_ids=self.producer_ids)
 
     async def stop(self) -> None:
+        """A controlled shutdown, then the files."""
         log.info("Shutting down broker %d", self.node_id)
-        (self.data_dir / INFO_FILE).unlink(missing_ok=True)
+        lifecycle = getattr(self, "lifecycle", None)
+        if lifecycle is not None and not lifecycle.fenced:
+            if not await lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S):
+                log.warning("Broker %d: the controlled shutdown did not finish in %ss",
+                            self.node_id, CONTROLLED_SHUTDOWN_S)
+        if lifecycle is not None:
+            await lifecycle.stop()
         self.listener.close()
         self.replicas.wake_all()
         await self.groups.stop()
@@ -149,22 +170,19 @@ class Broker:
         await self.listener.close_connections(SHUTDOWN_GRACE_S)
         await self.cleaner.stop()
         self.logs.close()
-        self._lock.release()
         log.info("Broker %d shut down cleanly", self.node_id)
 
-    def _advertised(self, bound_host: str) -> tuple[str, int]:
-        listener = self.config.get("advertised.listeners")
-        if listener:
-            host, port = parse_listener(listener)
-            return host, port or self.port
-        if bound_host in ("0.0.0.0", "::", ""):
-            return _primary_ipv4(), self.port
-        return bound_host, self.port
+    def _internal_replication(self, topic: str) -> int:
+        key = "offsets.topic.replication.factor" if topic == "__consumer_offsets" \
+            else "transaction.state.log.replication.factor"
+        # A node that is its own quorum is the only broker there can be (Kafka's single-node
+        # example configuration sets these to 1).
+        return self.config.get(key) if self.config.voters else 1
 
-    def _write_info(self) -> None:
-        info = {"pid": os.getpid(), "host": self.advertised_host, "port": self.advertised_port,
-                "node_id": self.node_id, "cluster_id": self.cluster_id}
-        write_atomically(self.data_dir / INFO_FILE, json.dumps(info).encode())
+    def _set_aside_strays(self) -> None:
+        for topic, partition in self.publisher.stray_partitions():
+            log.warning("%s-%d has a log here but is not hosted here by the cluster metadata; "
+                        "it is kept, not served", topic, partition)
 
     async def serve_metrics(self, port: int) -> None:
         """Prometheus text format on http://host:port/metrics, state gauges included (read at
@@ -177,21 +195,15 @@ class Broker:
         self.metrics.add_state(lambda: broker_state_metrics(state))
         self._metrics_server = await serve_metrics(self.metrics, self.host, port)
 
-    @property
-    def connection_count(self) -> int:
-        """Client connections open now."""
-        return self.listener.connection_count
-
     # ---- periodic work --------------------------------------------------------------------
     def _start_background_work(self) -> None:
         self.cleaner.start()  # compaction, if log.cleaner.enable
         self._every(self.config.get("log.retention.check.interval.ms"), self._retention)
-        self._every(FLUSH_CHECK_INTERVAL_MS, self._flush)
-        self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"), self._checkpoint)
-        self.groups.start()
+        self._every(FLUSH_CHECK_INTERVAL_MS, self.logs.flush_due)
+        self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
+                    self.logs.checkpoint)
         self._every(self.config.get("offsets.retention.check.interval.ms"),
                     self.groups.expire_offsets)
-        self.transactions.start()
         self._every(self.config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
                     self.transactions.abort_timed_out_transactions)
         self._every(self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
@@ -219,22 +231,10 @@ class Broker:
         if deleted:
             log.info("Retention deleted %d segment(s)", deleted)
 
-    def _flush(self) -> None:
-        self.logs.flush_due()
-
-    def _checkpoint(self) -> None:
-        self.logs.checkpoint()
-
     def _expire_producers(self) -> None:
         max_idle = self.config.get("producer.id.expiration.ms")
         for partition_log in self.logs.logs():
             partition_log.remove_expired_producers(max_idle)
-
-
-def partition_dirs(data_dir: Path) -> list[tuple[str, int]]:
-    """(topic, partition) of every partition directory in the data directory."""
-    found = (parse_partition_dir(p.name) for p in data_dir.iterdir() if p.is_dir())
-    return [tp for tp in found if tp is not None]
 
 
 def _primary_ipv4() -> str:
@@ -242,21 +242,3 @@ def _primary_ipv4() -> str:
     with contextlib.suppress(OSError):
         return socket.gethostbyname(socket.gethostname())
     return "127.0.0.1"
-
-
-async def run_until_signalled(config: BrokerConfig, metrics_port: int | None = None) -> int:
-    """Run a broker until SIGTERM or SIGINT, then shut it down cleanly. Returns an exit code."""
-    import signal
-
-    broker = Broker(config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await broker.start()
-    if metrics_port is not None:
-        await broker.serve_metrics(metrics_port)
-    await stop.wait()
-    await broker.stop()
-    return 0
-

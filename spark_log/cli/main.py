@@ -1,9 +1,9 @@
 """The `spark-log` command: one subcommand per tool, with the flags of Kafka's own tools.
 
 Command families register themselves from their modules (`broker` runs a broker in the
-foreground; `topics`, `produce`, `consume`, `groups`, `dump-log`, `perf`, `sidecar` and
-`storage` are the tools). Every failure is one `error:` line on stderr: a bad flag exits 2
-(argparse's convention), a failing command 1, Ctrl-C 130.
+foreground; `topics`, `produce`, `consume`, `groups`, `dump-log`, `perf`, `sidecar`, `storage`,
+`cluster` and `metadata-quorum` are the tools). Every failure is one `error:` line on stderr: a
+bad flag exits 2 (argparse's convention), a failing command 1, Ctrl-C 130.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from confluent_kafka import KafkaException
 from spark_log import __version__
 from spark_log.broker.launch_options import add_broker_arguments
 
+from .cluster import add_cluster_parser
 from .consume import add_consume_parser
 from .dump_log import add_dump_log_parser
 from .errors import EXIT_FAILURE, EXIT_USAGE, CliError, kafka_error_text
 from .groups import add_groups_parser
+from .metadata_quorum import add_metadata_quorum_parser
 from .perf import add_perf_parser
 from .produce import add_produce_parser
 from .sidecar_command import add_sidecar_parser
@@ -57,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_perf_parser(commands)
     add_sidecar_parser(commands)
     add_storage_parser(commands)
+    add_cluster_parser(commands)
+    add_metadata_quorum_parser(commands)
     return parser
 
 

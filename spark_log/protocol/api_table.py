@@ -93,6 +93,7 @@ __all__ = [
     "API_TABLE",
     "API_VERSIONS_KEY",
     "CONTROLLED_SHUTDOWN_KEY",
+    "CONTROLLER_API_TABLE",
     "QUORUM_API_TABLE",
     "ApiSpec",
     "flexible_from",
@@ -172,8 +173,10 @@ _RANGES: dict[int, tuple[str, int | None, int | None]] = {
     35: ("describe_log_dirs", None, None),
     37: ("create_partitions", None, None),
     42: ("delete_groups", None, None),
+    43: ("elect_leaders", None, None),
     44: ("incremental_alter_configs", None, None),
     47: ("offset_delete", None, None),
+    55: ("describe_quorum", 2, None),
     60: ("describe_cluster", None, None),
     61: ("describe_producers", None, None),
     65: ("describe_transactions", None, None),
@@ -221,10 +224,25 @@ QUORUM_API_TABLE: Mapping[int, ApiSpec] = MappingProxyType(
     {key: _build_spec(key, name, cap, None) for key, (name, cap) in _QUORUM_RANGES.items()}
 )
 
+# What only controllers serve (on their controller listener), besides the quorum's APIs:
+# brokers' registrations, heartbeats and producer-id blocks. key: (kio name, max version)
+_CONTROLLER_RANGES: dict[int, tuple[str, int | None]] = {
+    62: ("broker_registration", 3),
+    63: ("broker_heartbeat", 1),
+    64: ("unregister_broker", None),
+    67: ("allocate_producer_ids", None),
+}
+
+CONTROLLER_API_TABLE: Mapping[int, ApiSpec] = MappingProxyType(
+    {key: _build_spec(key, name, cap, None) for key, (name, cap) in _CONTROLLER_RANGES.items()}
+)
+
 
 def spec_for(api_key: int) -> ApiSpec | None:
-    """The spec for `api_key`, or None if this layer does not speak it."""
-    return API_TABLE.get(api_key)
+    """The spec for `api_key` (a broker's, the quorum's or a controller's API), or None if this
+    layer does not speak it."""
+    return API_TABLE.get(api_key) or QUORUM_API_TABLE.get(api_key) or \
+        CONTROLLER_API_TABLE.get(api_key)
 
 
 @functools.cache

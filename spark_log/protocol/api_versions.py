@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from .api_table import API_TABLE, API_VERSIONS_KEY, ApiSpec
+from .api_table import API_TABLE, API_VERSIONS_KEY, ApiSpec, spec_for
 from .codec import encode_response
 from .errors import ErrorCode
 from .schema import shape_of
@@ -43,9 +43,9 @@ class ApiVersionRange(NamedTuple):
 class ApiSet:
     """The APIs a broker serves and the version ranges it advertises.
 
-    Invariants: every key is in `API_TABLE`; each range lies within that API's table range
-    (`topic_ids` picks the topic-ID ceiling, `caps` can only lower it); `ranges` is sorted by
-    key and is exactly what `api_versions_response` lists.
+    Invariants: every key is in a protocol table (`spec_for`); each range lies within that
+    API's table range (`topic_ids` picks the topic-ID ceiling, `caps` can only lower it);
+    `ranges` is sorted by key and is exactly what `api_versions_response` lists.
     """
 
     def __init__(
@@ -58,9 +58,10 @@ class ApiSet:
         caps = dict(caps or {})
         specs: dict[int, ApiSpec] = {}
         for key in keys:
-            if key not in API_TABLE:
+            spec = spec_for(key)
+            if spec is None:
                 raise ValueError(f"API key {key} is not in the protocol table")
-            specs[key] = API_TABLE[key]
+            specs[key] = spec
         unknown_caps = caps.keys() - specs.keys()
         if unknown_caps:
             raise ValueError(f"caps for API keys not served: {sorted(unknown_caps)}")

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_log.broker.broker import Broker
+from spark_log.broker.node import Node
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.clock import ManualClock
 
@@ -29,7 +29,7 @@ class ThreadedBroker:
 
     def __init__(self, data_dir: Path, clock: ManualClock, config: dict[str, str]) -> None:
         props = {"log.dirs": str(data_dir), "listeners": "PLAINTEXT://127.0.0.1:0", **config}
-        self.broker = Broker(BrokerConfig.from_properties(props), clock=clock)
+        self.broker = Node(BrokerConfig.from_properties(props), clock=clock)
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_log.broker.broker import Broker
+from spark_log.broker.node import Node
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.group.group_coordinator import GroupCoordinator
 from spark_log.broker.group.group_metadata_records import (
@@ -36,8 +36,9 @@ def subscription(*topics: str) -> bytes:
 
 
 class GroupHarness:
-    def __init__(self, broker: Broker, clock: ManualClock) -> None:
-        self.broker = broker
+    def __init__(self, node: Node, clock: ManualClock) -> None:
+        assert node.broker is not None
+        self.broker = node.broker
         self.clock = clock
 
     @property
@@ -114,7 +115,7 @@ async def running_broker(data_dir: Path, clock: ManualClock, **config: str
     props = {"log.dirs": str(data_dir), "listeners": "PLAINTEXT://127.0.0.1:0",
              "offsets.topic.num.partitions": "5",
              **{k.replace("_", "."): v for k, v in config.items()}}
-    broker = Broker(BrokerConfig.from_properties(props), clock=clock)
+    broker = Node(BrokerConfig.from_properties(props), clock=clock)
     await broker.start()
     try:
         yield GroupHarness(broker, clock)

@@ -39,7 +39,7 @@ class MeteredBroker(BrokerProcess):
                 "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        self._await_ready()
+        self.await_ready()
         self.metrics_port = self._await_metrics_port()
         return self
 

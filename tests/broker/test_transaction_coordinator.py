@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from spark_log.broker.broker import Broker
+from spark_log.broker.node import Node
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.errors import KafkaError
 from spark_log.broker.transaction.transaction_coordinator import (
@@ -45,19 +46,21 @@ TOPIC = "events"
 
 @contextlib.asynccontextmanager
 async def running(data_dir: Path, clock: ManualClock) -> AsyncIterator[Broker]:
-    broker = Broker(BrokerConfig.from_properties({
+    node = Node(BrokerConfig.from_properties({
         "log.dirs": str(data_dir), "listeners": "PLAINTEXT://127.0.0.1:0",
         "transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
         "transactional.id.expiration.ms": "100000"}), clock=clock)
-    await broker.start()
+    await node.start()
+    broker = node.broker
+    assert broker is not None
     try:
-        if TOPIC not in [t.name for t in broker.topics.metadata.all()]:
-            broker.topics.create(TOPIC, 1)
+        if broker.topics.metadata.get(TOPIC) is None:
+            await broker.topics.create(TOPIC, 1)
         while not broker.transactions.loaded():
             await asyncio.sleep(0.01)
         yield broker
     finally:
-        await broker.stop()
+        await node.stop()
 
 
 def wall_clock() -> ManualClock:

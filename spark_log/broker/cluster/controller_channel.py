@@ -27,7 +27,7 @@ RETRY_BACKOFF_S = 0.05
 
 
 class LocalController(Protocol):
-    async def handle(self, request: RequestPayload) -> ResponsePayload: ...
+    async def handle(self, request: RequestPayload) -> ResponsePayload | None: ...
 
 
 class ControllerUnavailable(Exception):

@@ -178,6 +178,8 @@ class Transactions(Protocol):
 
 
 class ProducerIds(Protocol):
+    async def ready(self) -> None: ...
+
     def next_id(self) -> int: ...
 
 

@@ -60,8 +60,13 @@ class TopicManager:
                  logs: LogManager, internal_replication: Callable[[str], int]) -> None:
         self.config, self.metadata, self.controller, self.logs = config, metadata, controller, logs
         self.internal_replication = internal_replication
+        self.defaults = self.topic_defaults(config)
+
+    @staticmethod
+    def topic_defaults(config: BrokerConfig) -> LogConfig:
+        """A topic's log config before its own overrides: the broker's `log.*` settings."""
         # from_properties({}, base=...) leaves `overridden` empty: only topic overrides count.
-        self.defaults = LogConfig.from_properties(
+        return LogConfig.from_properties(
             {}, base=LogConfig.from_properties(config.topic_defaults()))
 
     def partition_count(self, name: str) -> int | None:

@@ -11,7 +11,8 @@ from typing import Protocol
 
 class ProducerIdSource(Protocol):
     def next_id(self) -> int:
-        """A producer id never handed out before, by this broker or an earlier run of it."""
+        """A producer id never handed out before in the cluster (KafkaError when none is
+        ready: callers await `ready()` first)."""
         ...
 
 

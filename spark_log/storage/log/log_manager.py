@@ -63,11 +63,14 @@ class LogManager:
                  clock: Clock = SYSTEM_CLOCK, fs: FileSystem = DEFAULT_FS,
                  record_search: RecordSearch = HEADER_ONLY,
                  record_validator: RecordValidator | None = None,
-                 new_dir: bool = False, checked_at_start: frozenset[str] = frozenset()) -> None:
+                 new_dir: bool = False, checked_at_start: frozenset[str] = frozenset(),
+                 ignored_topics: frozenset[str] = frozenset()) -> None:
         self.data_dir = os.path.abspath(data_dir)
         # Topics whose every batch is checked at each start, as after a crash: the
         # coordinators' state, which a damaged batch found later would take offline whole.
         self._checked_at_start = checked_at_start
+        # Partitions kept in this directory by someone else (the quorum's metadata log).
+        self._ignored_topics = ignored_topics
         self.default_config = default_config
         self.clock, self.fs = clock, fs
         self.failure = LogDirFailure(self.data_dir)
@@ -124,6 +127,8 @@ class LogManager:
             tp = parse_partition_dir(name)
             if tp is None or name.endswith(_OTHER_DIR_SUFFIXES):
                 log.warning("Skipping %s: not a partition directory", path)
+                continue
+            if tp[0] in self._ignored_topics:
                 continue
             check_all = tp[0] in self._checked_at_start
             self._logs[tp] = self._open(tp, self.topic_config(tp[0]),

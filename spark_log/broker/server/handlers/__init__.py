@@ -25,6 +25,7 @@ def load_all() -> dict[int, Handler]:
         offsets,
         produce,
         producer_ids,
+        quorum_admin,
         topics,
         transaction_admin,
         transactions,

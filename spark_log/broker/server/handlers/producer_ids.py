@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spark_log.broker.errors import KafkaError
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.handlers.transactions import init_transactional_producer_id
 from spark_log.broker.server.request_context import RequestContext
@@ -22,5 +23,10 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> dict[str
     services = ctx.services
     if request.transactional_id is not None:
         return await init_transactional_producer_id(ctx, request)
+    try:
+        await services.producer_ids.ready()
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "producer_id": -1,
+                "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none,
             "producer_id": services.producer_ids.next_id(), "producer_epoch": 0}

@@ -39,6 +39,7 @@ async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> d
     expected = ProducerIdAndEpoch(pid, request.producer_epoch) if pid >= 0 else None
     await ctx.services.transactions.prepare()  # __transaction_state, created on first use
     try:
+        await ctx.services.producer_ids.ready()  # no await from here to init_producer_id
         producer_id, epoch = ctx.services.transactions.init_producer_id(
             request.transactional_id, ms(request.transaction_timeout), expected)
     except KafkaError as e:

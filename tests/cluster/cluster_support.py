@@ -1,0 +1,55 @@
+"""Small helpers for cluster tests: topic descriptions and leaders as confluent-kafka's
+metadata shows them, the active controller as DescribeQuorum names it, and bounded waits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from spark_log.protocol import ErrorCode
+from tests.broker.raw_client import RawClient
+
+METADATA_TOPIC_PARTITION = {"topic_name": "__cluster_metadata", "partitions": [
+    {"partition_index": 0}]}
+
+
+def describe_topic(bootstrap: str, topic: str) -> dict[int, Any]:
+    """Partition id -> confluent-kafka PartitionMetadata (leader, replicas, isrs)."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    described = metadata.topics[topic]
+    if described.error is not None:
+        raise AssertionError(f"{topic}: {described.error}")
+    return dict(described.partitions)
+
+
+def leaders_of(bootstrap: str, topic: str) -> dict[int, int]:
+    return {p: d.leader for p, d in describe_topic(bootstrap, topic).items()}
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, step_s: float = 0.05) -> bool:
+    """Whether `condition` held within `timeout_s` (polled; for state only visible from
+    outside the process under test)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step_s)
+
+
+def quorum_leader(controller_address: str) -> tuple[int, int]:
+    """(leader id, leader epoch) as the controller at `controller_address` describes the
+    quorum; (-1, -1) if it does not know or does not lead."""
+    with RawClient(controller_address) as raw:
+        response = raw.request(55, 1, {"topics": [METADATA_TOPIC_PARTITION]})
+    if response.error_code != ErrorCode.none:
+        return -1, -1
+    (topic,) = response.topics
+    (partition,) = topic.partitions
+    if partition.error_code != ErrorCode.none:
+        return partition.leader_id, partition.leader_epoch
+    return partition.leader_id, partition.leader_epoch
