@@ -18,6 +18,7 @@ Every node, controller or broker, follows the committed log into metadata images
     metadata_loader.py       MetadataLoader: committed batches and snapshots -> images, to
                              its publishers in log order
     metadata_transactions.py metadata transactions (KIP-868) as a reader of the log sees them
+    snapshot_generator.py    SnapshotGenerator: a snapshot of the image once it is due
 
 The controller's decisions (Kafka's control managers) are pure and synchronous: each takes the
 working image and a request (time, randomness and the next log offset passed in) and returns a
