@@ -11,9 +11,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from spark_log.controller.controller_config import ControllerTimings
 from spark_log.controller.controller_settings import ControllerSettings
 from spark_log.controller.metadata_loader import MetadataLoader
-from spark_log.controller.quorum_controller import QuorumController
+from spark_log.controller.quorum_controller import DEFAULT_TIMINGS, QuorumController
 from spark_log.controller.raft_driver import RaftDriver
 from spark_log.raft.config import QuorumConfig
 
@@ -43,14 +44,14 @@ def settings(voters: frozenset[int] = frozenset({1}), **values: Any) -> Controll
 class LoneController:
     """A lone voter's driver, controller and loader on `directory`."""
 
-    def __init__(self, directory: Path, clock: FakeClock | None = None,
-                 **setting_values: Any) -> None:
+    def __init__(self, directory: Path, clock: Callable[[], int] | None = None,
+                 timings: ControllerTimings = DEFAULT_TIMINGS, **setting_values: Any) -> None:
         self.driver = RaftDriver(1, ALONE, directory, cluster_id=CLUSTER_ID,
                                  rng=random.Random(1))
         self.loader = MetadataLoader(self.driver, node_id=1)
         self.controller = QuorumController(
-            self.driver, settings(**setting_values), clock_ms=clock or FakeClock(),
-            random=random.Random(7))
+            self.driver, settings(**setting_values), timings=timings,
+            clock_ms=clock or FakeClock(), random=random.Random(7))
 
     async def start(self) -> QuorumController:
         await self.driver.start()

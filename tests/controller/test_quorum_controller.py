@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from spark_log.clock import SYSTEM_CLOCK
+from spark_log.controller.controller_config import ControllerTimings
 from spark_log.controller.controller_result import default_message
 from spark_log.controller.quorum_controller import QuorumController
 from spark_log.metadata import decode_record
@@ -136,6 +139,54 @@ def test_a_broker_that_stops_heartbeating_is_fenced_after_its_session(tmp_path: 
         assert controller.image.partition("t", 0).leader == 2  # type: ignore[union-attr]
         beat = await controller.handle(heartbeat(1, first, offset))  # it comes back
         assert not beat.is_fenced and not controller.image.broker(1).fenced  # type: ignore
+        await node.close()
+    asyncio.run(scenario())
+
+
+def test_the_session_timer_fences_a_silent_broker_on_its_own(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = LoneController(tmp_path, SYSTEM_CLOCK.monotonic_ms,
+                              broker_session_timeout_ms=150)
+        controller = await node.start()
+        await unfenced_broker(controller, 1)
+        start = time.monotonic()
+        await eventually(lambda: controller.image.broker(1).fenced, 5,  # type: ignore
+                         "broker 1 to be fenced")
+        assert time.monotonic() - start >= 0.1
+        await node.close()
+    asyncio.run(scenario())
+
+
+def test_leaderless_partitions_are_elected_uncleanly_once_their_topic_allows_it(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = LoneController(tmp_path, timings=ControllerTimings(
+            unclean_election_check_interval_ms=20))
+        controller = await node.start()
+        epochs = {b: await unfenced_broker(controller, b) for b in (1, 2)}
+        for name in ("lossy", "safe"):
+            created = await controller.handle(request(19, 7, timeout=1000, validate_only=False,
+                                                      topics=[{
+                "name": name, "num_partitions": -1, "replication_factor": -1,
+                "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}],
+                "configs": []}]))
+            assert created.topics[0].error_code == 0
+        offset = controller.image.provenance.offset
+        for broker_id in (2, 1):  # the ISR shrinks to [1], then 1 goes too
+            beat = await controller.handle(heartbeat(broker_id, epochs[broker_id], offset,
+                                                     want_fence=True))
+            assert beat.is_fenced
+        await controller.handle(heartbeat(2, epochs[2], offset + 10))
+        assert not controller.image.broker(2).fenced  # type: ignore[union-attr]
+        assert controller.image.partition("lossy", 0).leader == -1  # type: ignore
+        altered = await controller.handle(request(44, 1, validate_only=False, resources=[{
+            "resource_type": 2, "resource_name": "lossy", "configs": [{
+                "name": "unclean.leader.election.enable", "config_operation": 0,
+                "value": "true"}]}]))
+        assert altered.responses[0].error_code == 0
+        await eventually(lambda: controller.image.partition(  # type: ignore
+            "lossy", 0).leader == 2, 5, "the unclean election")
+        assert controller.image.partition("safe", 0).leader == -1  # type: ignore
         await node.close()
     asyncio.run(scenario())
 
