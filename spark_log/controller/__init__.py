@@ -1,9 +1,24 @@
-"""spark_log.controller: the active controller of a cluster (Kafka's QuorumController), to come.
+"""spark_log.controller: the controller of a cluster (Kafka's QuorumController) and the quorum
+it runs on.
 
-It will turn admin requests into metadata records and commit them through the quorum (`raft`),
-and handle broker registration and heartbeats, fencing, leader election and ISR changes
-(AlterPartition). It runs the pure state machines of `raft` and `metadata` on real files and
-sockets.
+It turns the requests brokers forward into metadata records and commits them through the
+quorum (`raft`): broker registration and heartbeats, fencing, topics, configs, producer-id
+blocks, leader elections (AlterPartition, ISR changes, comes next). It runs the pure state
+machines of `raft` and `metadata` on real files and sockets:
+
+    quorum_controller.py     QuorumController: follows the committed log on every controller;
+                             on the quorum's leader, decides, proposes, answers once committed
+    controller_apis.py       the APIs served: each one's decision and NOT_CONTROLLER answer
+    controller_log.py        the working image fed by committed batches, snapshots, proposals
+    controller_timers.py     session expiry, leader rebalance, unclean elections on timers
+    controller_config.py     ControllerSettings and ControllerTimings from the node's settings
+
+Every node, controller or broker, follows the committed log into metadata images:
+
+    metadata_loader.py       MetadataLoader: committed batches and snapshots -> images, to
+                             its publishers in log order
+    metadata_transactions.py metadata transactions (KIP-868) as a reader of the log sees them
+    snapshot_generator.py    SnapshotGenerator: a snapshot of the image once it is due
 
 The controller's decisions (Kafka's control managers) are pure and synchronous: each takes the
 working image and a request (time, randomness and the next log offset passed in) and returns a

@@ -51,6 +51,7 @@ _DEFAULT_MESSAGES: Mapping[ErrorCode, str] = {
     ErrorCode.broker_id_not_registered: "The given broker ID was not registered.",
     ErrorCode.inconsistent_cluster_id:
         "The clusterId in the request does not match that found on the server.",
+    ErrorCode.not_controller: "This is not the correct controller for this cluster.",
     ErrorCode.unknown_server_error:
         "The server experienced an unexpected error when processing the request.",
 }

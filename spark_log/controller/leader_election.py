@@ -35,6 +35,7 @@ __all__ = [
     "balance_partition_leaders",
     "elect_leaders",
     "elect_unclean_leaders",
+    "every_partition_fails",
     "imbalanced_partitions",
 ]
 
@@ -100,13 +101,17 @@ def _partition_result(partition_id: int, error: ApiError) -> dict[str, Any]:
 
 
 def _invalid_election_type(request: Any, election_type: int) -> ControllerResult[Any]:
-    """Kafka's error response for the whole request: every partition named fails too."""
     error = ApiError(ErrorCode.invalid_request, f"Unknown election type {election_type}")
+    return ControllerResult.of((), every_partition_fails(request, error))
+
+
+def every_partition_fails(request: Any, error: ApiError) -> Any:
+    """Kafka's error response for a whole ElectLeaders: every partition named fails too."""
     results = [{"topic": topic.topic,
                 "partition_result": [_partition_result(pid, error) for pid in topic.partitions]}
                for topic in request.topic_partitions or ()]
-    return ControllerResult.of((), response_for(request, {
-        "error_code": error.code, "replica_election_results": results}))
+    return response_for(request, {"error_code": error.code,
+                                  "replica_election_results": results})
 
 
 # ---- periodic elections ---------------------------------------------------------------------

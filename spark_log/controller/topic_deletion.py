@@ -23,7 +23,7 @@ from spark_log.protocol import ErrorCode
 from .controller_result import ApiError, ControllerResult, response_for
 from .controller_settings import ControllerSettings
 
-__all__ = ["delete_topics"]
+__all__ = ["delete_topics", "every_topic_fails"]
 
 _NONE = ApiError(ErrorCode.none)
 
@@ -116,8 +116,14 @@ def _deletion_disabled(request: Any) -> ControllerResult[Any]:
         error = ApiError(ErrorCode.invalid_request, "Topic deletion is disabled.")
     else:
         error = ApiError.of(ErrorCode.topic_deletion_disabled)
+    return ControllerResult.of((), every_topic_fails(request, error))
+
+
+def every_topic_fails(request: Any, error: ApiError) -> Any:
+    """The DeleteTopics response in which every topic named fails with `error` (Kafka's
+    DeleteTopicsRequest.getErrorResponse)."""
     named = [(name, ZERO_UUID) for name in getattr(request, "topic_names", ())]
     named += [(topic.name, topic.topic_id or ZERO_UUID) for topic in getattr(request, "topics", ())]
     results = [{"name": name, "topic_id": topic_id, "error_code": error.code,
                 "error_message": error.message} for name, topic_id in named]
-    return ControllerResult.of((), response_for(request, {"responses": results}))
+    return response_for(request, {"responses": results})

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +71,8 @@ class Node:
                  segment_bytes: int) -> None:
         self.node_id, self.directory, self.config = node_id, directory, config
         self.segment_bytes = segment_bytes
+        # What else listens to the node's driver: called with it before it starts.
+        self.attach: Callable[[RaftDriver], None] | None = None
         self.port = 0
         self.driver: RaftDriver | None = None
         self.app = App()
@@ -88,6 +90,8 @@ class Node:
             addresses=addresses, rng=random.Random(seed), segment_bytes=self.segment_bytes)
         driver.on_commit(self.app.on_commit)
         driver.on_snapshot(self.app.on_snapshot)
+        if self.attach is not None:
+            self.attach(driver)
         await driver.start()
         if self._server is None:
             await self.listen()
