@@ -72,8 +72,13 @@ class BrokerProcess:
         """SIGTERM and wait; returns the exit code."""
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
+        self.terminate()
         return self.proc.wait(timeout)
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         """SIGKILL: a crash without any shutdown work."""

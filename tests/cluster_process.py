@@ -80,6 +80,10 @@ class ClusterProcess:
         return self
 
     def stop(self) -> None:
+        """SIGTERM to every node at once (each moves its leaderships away while a quorum
+        remains), then wait for each; SIGKILL whatever has not stopped."""
+        for node in self.nodes:
+            node.terminate()
         for node in self.nodes:
             try:
                 node.stop()

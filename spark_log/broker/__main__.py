@@ -11,9 +11,9 @@ import asyncio
 import logging
 import sys
 
-from spark_log.broker.node import run_until_signalled
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.launch_options import add_broker_arguments, config_from_arguments
+from spark_log.broker.node import run_until_signalled
 from spark_log.properties import ConfigError
 from spark_log.storage.data_dir.meta_properties import check_formatted
 from spark_log.storage.errors import StorageError

@@ -51,7 +51,6 @@ log = logging.getLogger(__name__)
 
 FLUSH_CHECK_INTERVAL_MS = 1000
 SHUTDOWN_GRACE_S = 5  # how long requests in hand may take to finish at shutdown
-CONTROLLED_SHUTDOWN_S = 30.0
 METADATA_TOPIC = "__cluster_metadata"
 
 
@@ -154,10 +153,14 @@ class Broker:
         """A controlled shutdown, then the files."""
         log.info("Shutting down broker %d", self.node_id)
         lifecycle = getattr(self, "lifecycle", None)
-        if lifecycle is not None and not lifecycle.fenced:
-            if not await lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S):
-                log.warning("Broker %d: the controlled shutdown did not finish in %ss",
-                            self.node_id, CONTROLLED_SHUTDOWN_S)
+        # Waiting longer than a session gains nothing: had this broker just stopped, the
+        # controller would have fenced it by then (and with no controller, nothing moves).
+        wait_s = self.config.get("broker.session.timeout.ms") / 1000
+        if lifecycle is not None and not lifecycle.fenced and \
+                not await lifecycle.controlled_shutdown(wait_s):
+            log.warning("Broker %d: the controller did not grant the controlled shutdown "
+                        "within broker.session.timeout.ms (%ss); stopping anyway",
+                        self.node_id, wait_s)
         if lifecycle is not None:
             await lifecycle.stop()
         self.listener.close()

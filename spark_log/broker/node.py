@@ -114,7 +114,10 @@ class Node:
             addresses=config.voters, listener_name=listener)
         driver.on_leader_change(self._leader_changed)
         self.loader = loader = MetadataLoader(driver, node_id=self.node_id)
-        loader.add_publisher(SnapshotGenerator(driver, config, node_id=self.node_id).publish)
+        loader.add_publisher(SnapshotGenerator(
+            driver, node_id=self.node_id,
+            max_record_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"),
+            max_interval_ms=config.get("metadata.log.max.snapshot.interval.ms")).publish)
         if config.is_controller:
             bootstrap = [*bootstrap_records(), *self._imported()]
             self.controller = QuorumController(
@@ -135,7 +138,7 @@ class Node:
         self.channel = ControllerChannel(
             self.node_id, self.controller_apis, lambda: self._leader,
             {voter: address for voter, address in self.config.voters.items()},
-            self.config.get("request.timeout.ms"))
+            self.config.get("controller.socket.timeout.ms"))
         self.broker = Broker(self.config, self.clock, self.cluster_id, self.channel, new_dir)
         self.broker.open(self.loader)
 

@@ -49,6 +49,8 @@ _NODE = [
        "How long a quorum request waits for its response.", 1),
     _d("controller.quorum.retry.backoff.ms", "int", 20,
        "Wait before a failed quorum request is retried.", 0),
+    _d("controller.socket.timeout.ms", "int", 30000,
+       "How long a broker's request to the active controller may take, retries included.", 1),
     _d("controller.listener.names", "string", "CONTROLLER",
        "The listeners the controller serves (comma-separated names)."),
     _d("listeners", "string", "PLAINTEXT://127.0.0.1:9092",
@@ -185,7 +187,7 @@ IGNORED_PREFIXES = (
 )
 IGNORED_NAMES = frozenset({
     "controller.quorum.append.linger.ms", "controller.quorum.bootstrap.servers",
-    "controller.socket.timeout.ms", "controller.quota.window.num",
+    "controller.quota.window.num",
     "controller.quota.window.size.seconds", "metadata.log.segment.bytes",
     "metadata.log.segment.min.bytes", "metadata.log.segment.ms", "metadata.max.retention.bytes",
     "metadata.max.retention.ms", "initial.broker.registration.timeout.ms",

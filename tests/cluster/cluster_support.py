@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_log.protocol import ErrorCode
 from tests.broker.raw_client import RawClient
@@ -23,6 +23,12 @@ def describe_topic(bootstrap: str, topic: str) -> dict[int, Any]:
     if described.error is not None:
         raise AssertionError(f"{topic}: {described.error}")
     return dict(described.partitions)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 3
+                 ) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the result is in
+    admin.create_topics([NewTopic(name, partitions, replication_factor)])[name].result(30)
 
 
 def leaders_of(bootstrap: str, topic: str) -> dict[int, int]:

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from spark_log.protocol import ErrorCode
 from tests.broker.raw_client import RawClient
 from tests.broker.txn_support import raw_batch
-from tests.cluster.cluster_support import describe_topic, leaders_of, wait_for
+from tests.cluster.cluster_support import create_topic, describe_topic, leaders_of, wait_for
 from tests.cluster_process import ClusterProcess
 
 RF = 3
@@ -117,8 +117,7 @@ def test_aiokafka_creates_and_round_trips(cluster: ClusterProcess) -> None:
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by ./dev setup")
 def test_kcat_lists_brokers_and_leaders(cluster: ClusterProcess) -> None:
-    AdminClient({"bootstrap.servers": cluster.nodes[0].bootstrap}).create_topics(
-        [NewTopic("kcat-rf3", 3, RF)])["kcat-rf3"].result(30)
+    create_topic(cluster.nodes[0].bootstrap, "kcat-rf3", 3)
     out = subprocess.run(["kcat", "-b", cluster.nodes[1].bootstrap, "-L", "-J", "-t",
                           "kcat-rf3"], check=True, capture_output=True, timeout=60).stdout
     listing = json.loads(out)
@@ -129,8 +128,7 @@ def test_kcat_lists_brokers_and_leaders(cluster: ClusterProcess) -> None:
 
 
 def test_produce_to_a_follower_names_the_leader(cluster: ClusterProcess) -> None:
-    AdminClient({"bootstrap.servers": cluster.nodes[0].bootstrap}).create_topics(
-        [NewTopic("routed", 1, RF)])["routed"].result(30)
+    create_topic(cluster.nodes[0].bootstrap, "routed", 1)
     leader = leaders_of(cluster.nodes[0].bootstrap, "routed")[0]
     follower = next(n for n in range(1, 4) if n != leader)
     with RawClient(cluster.nodes[follower - 1].bootstrap) as raw:
@@ -150,8 +148,7 @@ def test_produce_to_a_follower_names_the_leader(cluster: ClusterProcess) -> None
 def test_clients_follow_leaders_across_nodes(cluster: ClusterProcess) -> None:
     """A producer bootstrapped with one node writes to partitions led by all three, and a
     consumer bootstrapped with another reads everything back in order."""
-    AdminClient({"bootstrap.servers": cluster.nodes[0].bootstrap}).create_topics(
-        [NewTopic("spread", 3, RF)])["spread"].result(30)
+    create_topic(cluster.nodes[0].bootstrap, "spread", 3)
     producer = Producer({"bootstrap.servers": cluster.nodes[0].bootstrap, "acks": "all"})
     for n in range(30):
         producer.produce("spread", f"v{n}".encode(), partition=n % 3)
@@ -171,8 +168,7 @@ def test_clients_follow_leaders_across_nodes(cluster: ClusterProcess) -> None:
 
 
 def test_metadata_is_the_same_on_every_node(cluster: ClusterProcess) -> None:
-    AdminClient({"bootstrap.servers": cluster.nodes[1].bootstrap}).create_topics(
-        [NewTopic("same-everywhere", 4, RF)])["same-everywhere"].result(30)
+    create_topic(cluster.nodes[1].bootstrap, "same-everywhere", 4)
     views = [leaders_of(node.bootstrap, "same-everywhere") for node in cluster.nodes]
     assert wait_for(lambda: all(v == views[0] for v in
                                 (leaders_of(n.bootstrap, "same-everywhere")
@@ -183,8 +179,7 @@ def test_metadata_is_the_same_on_every_node(cluster: ClusterProcess) -> None:
 def test_topic_data_lives_on_the_leader(cluster: ClusterProcess) -> None:
     """Each partition's log is opened on every replica (the broker hosts what the metadata
     assigns it)."""
-    AdminClient({"bootstrap.servers": cluster.nodes[0].bootstrap}).create_topics(
-        [NewTopic("hosted", 2, RF)])["hosted"].result(30)
+    create_topic(cluster.nodes[0].bootstrap, "hosted", 2)
     for node in cluster.nodes:
         assert wait_for(lambda node=node: all(
             (Path(node.data_dir) / f"hosted-{p}").is_dir() for p in range(2)), 10)

@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from tests.cluster.cluster_support import leaders_of, quorum_leader, wait_for
+from tests.cluster.cluster_support import create_topic, leaders_of, quorum_leader, wait_for
 from tests.cluster_process import ClusterProcess
 
 FETCH_TIMEOUT_MS = 2000  # controller.quorum.fetch.timeout.ms: when followers give up a leader
@@ -46,8 +46,7 @@ def active_controller(cluster: ClusterProcess, skip: int = -1) -> int:
 
 
 def create(bootstrap: str, name: str, partitions: int = 3) -> None:
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(name, partitions, 3)])[name].result(30)
+    create_topic(bootstrap, name, partitions)
 
 
 def test_killed_controller_is_replaced_and_rejoins(cluster: ClusterProcess) -> None:
