@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_log.broker.node import Node
 from spark_log.broker.broker_config import BrokerConfig
+from spark_log.broker.node import Node
 from spark_log.clock import ManualClock
 
 DEADLINE_S = 30.0

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_log.broker.node import Node
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.group.group_coordinator import GroupCoordinator
 from spark_log.broker.group.group_metadata_records import (
@@ -21,6 +20,7 @@ from spark_log.broker.group.group_metadata_records import (
 )
 from spark_log.broker.group.group_requests import JoinRequest, SyncRequest
 from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
+from spark_log.broker.node import Node
 from spark_log.clock import ManualClock
 from spark_log.records import iter_batches
 

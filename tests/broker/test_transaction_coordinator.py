@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from spark_log.broker.broker import Broker
-from spark_log.broker.node import Node
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.errors import KafkaError
+from spark_log.broker.node import Node
 from spark_log.broker.transaction.transaction_coordinator import (
     ProducerIdAndEpoch,
     TransactionCoordinator,
