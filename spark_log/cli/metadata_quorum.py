@@ -125,8 +125,8 @@ def failure_message(flag: str, exc: QuorumQueryError) -> str:
     """One line: why every address failed, and what to try instead."""
     message = f"describing the metadata quorum: {exc}"
     if exc.leader_id is not None:
-        message += (f"; the quorum's leader is node {exc.leader_id}: give its controller "
-                    "address with --bootstrap-controller")
+        message += (f"; ask the leader, node {exc.leader_id}, at its controller listener "
+                    "with --bootstrap-controller")
     elif exc.unsupported and flag == "--bootstrap-server":
         message += "; ask the controllers with --bootstrap-controller"
     return message
