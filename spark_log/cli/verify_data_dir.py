@@ -44,6 +44,7 @@ from spark_log.storage.log.partition_dir import (
 from .errors import CliError
 from .output import print_json, progress
 from .verify_partition import (
+    METADATA_LOG_DIR,
     PartitionFacts,
     list_files,
     verify_partition,
@@ -121,10 +122,13 @@ def verify_data_dir(data_dir: Path) -> Report:
     in_use = bool(partitions) or topics_file.FILE_NAME in names
     if meta_properties.FILE_NAME not in special:
         _verify_meta_properties(data_dir / meta_properties.FILE_NAME, in_use, report)
-    if topics_file.FILE_NAME not in special:
-        _verify_topics(data_dir / topics_file.FILE_NAME, partitions, report)
-    if producer_id_block.FILE_NAME not in special:
-        _verify_producer_id_block(data_dir / producer_id_block.FILE_NAME, facts, report)
+    if METADATA_LOG_DIR in names:
+        _legacy_files(data_dir, names, report)
+    else:  # from before the metadata log: what its first start will import
+        if topics_file.FILE_NAME not in special:
+            _verify_topics(data_dir / topics_file.FILE_NAME, partitions, report)
+        if producer_id_block.FILE_NAME not in special:
+            _verify_producer_id_block(data_dir / producer_id_block.FILE_NAME, facts, report)
     if partitions and running is None and CLEAN_SHUTDOWN_FILE not in names:
         report.note(data_dir, f"no clean-shutdown marker ({CLEAN_SHUTDOWN_FILE}): the broker "
                               "did not stop cleanly; its next start recovers the logs from "
@@ -233,6 +237,15 @@ def _verify_meta_properties(path: Path, in_use: bool, report: Report) -> None:
         meta_properties.read(path)
     except ConfigError as exc:
         report.problem(path, without_path(str(exc), path))
+
+
+def _legacy_files(data_dir: Path, names: list[str], report: Report) -> None:
+    """With a metadata log, topics and producer ids live there: the files that held them
+    before were read once, at the start that wrote the log, and are kept but not used."""
+    for name in (topics_file.FILE_NAME, producer_id_block.FILE_NAME):
+        if name in names:
+            report.note(data_dir / name, "kept from before the cluster metadata log, which "
+                                         "holds this now: the broker no longer reads it")
 
 
 def _verify_topics(path: Path, partitions: Mapping[TopicPartition, Path], report: Report

@@ -156,10 +156,19 @@ def _log_end(walk: _Walk, bases: list[int]) -> int:
     return max(walk.next_offset or 0, bases[-1])
 
 
+# The metadata log's directory also holds the quorum's election state and its snapshots.
+METADATA_LOG_DIR = "__cluster_metadata-0"
+QUORUM_STATE = "quorum-state"
+METADATA_SNAPSHOT = re.compile(r"[0-9]{20}-[0-9]{10}\.checkpoint(\.part|\.deleted)?")
+
+
 def _other_file(path: Path, report: Report) -> None:
     """Anything in a partition directory that is not a segment file, snapshot or the
     leader-epoch-checkpoint: leftovers the broker finishes or removes, or files it ignores."""
     name = path.name
+    if path.parent.name == METADATA_LOG_DIR and (name == QUORUM_STATE or
+                                                 METADATA_SNAPSHOT.fullmatch(name)):
+        return  # the controller quorum's own files (read by the quorum at start)
     if name.endswith(DELETED_SUFFIX):
         report.note(path, "a deleted segment's file waiting for its removal: a broker start "
                           "removes it")

@@ -15,6 +15,7 @@ import re
 import shutil
 import struct
 import subprocess
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def replace_line(path: Path, old: str, new: str) -> None:
 def test_a_cleanly_stopped_directory_has_no_problem(source: Path) -> None:
     kinds = {p.suffix for p in source.rglob("*") if p.is_file()}
     assert {".log", ".index", ".timeindex", ".txnindex", ".snapshot"} <= kinds
-    assert (source / "__consumer_offsets-0").is_dir() and (source / "topics.json").is_file()
+    assert (source / "__consumer_offsets-0").is_dir() and (source / "__cluster_metadata-0").is_dir()
     assert list(source.glob("*/leader-epoch-checkpoint"))
     done = verify(source)
     assert (done.returncode, done.stderr) == (0, ""), done.stdout
@@ -275,7 +276,26 @@ def meta_properties(data: Path) -> tuple[Path, list[str]]:
     return path, ["no node.id"]
 
 
+def as_before_the_metadata_log(data: Path) -> None:
+    """Make `data` a directory as brokers kept it before the cluster metadata log: no
+    __cluster_metadata-0, the topics in topics.json, the producer-id block end in its file (the
+    files a first start imports, and which verification then checks)."""
+    if not (data / "__cluster_metadata-0").exists():
+        return
+    shutil.rmtree(data / "__cluster_metadata-0")
+    counts: dict[str, int] = {}
+    for path in data.iterdir():
+        topic, _, partition = path.name.rpartition("-")
+        if path.is_dir() and partition.isdigit():
+            counts[topic] = max(counts.get(topic, 0), int(partition) + 1)
+    (data / "topics.json").write_text(json.dumps({"version": 1, "topics": [
+        {"name": name, "id": str(uuid.uuid4()), "partitions": count, "configs": {}}
+        for name, count in sorted(counts.items())]}))
+    (data / "producer-id-block").write_text("1000\n")
+
+
 def topics_json(data: Path) -> tuple[Path, list[str]]:
+    as_before_the_metadata_log(data)
     path = data / "topics.json"
     doc = json.loads(path.read_text())
     [plain] = [t for t in doc["topics"] if t["name"] == "plain"]
@@ -285,6 +305,7 @@ def topics_json(data: Path) -> tuple[Path, list[str]]:
 
 
 def topics_json_not_json(data: Path) -> tuple[Path, list[str]]:
+    as_before_the_metadata_log(data)
     path = data / "topics.json"
     path.write_text('{"version": 1, "topics": [')
     return path, ["not JSON"]
@@ -303,6 +324,7 @@ def malformed_partition_dir(data: Path) -> tuple[Path, list[str]]:
 
 
 def producer_id_block(data: Path) -> tuple[Path, list[str]]:
+    as_before_the_metadata_log(data)
     path = data / "producer-id-block"
     path.write_text("0\n")
     return path, ["block end 0 is not above producer id"]
@@ -401,6 +423,7 @@ def test_empty_missing_zero_filled_and_odd_files(data: Path, tmp_path: Path) -> 
     missing = verify(tmp_path / "nowhere")
     assert (missing.returncode, missing.stdout) == (1, "")
     assert missing.stderr == f"error: {(tmp_path / 'nowhere').resolve()}: no such directory\n"
+    as_before_the_metadata_log(data)
     for path in [*(data / "txn-0").iterdir(), *(p for p in data.iterdir() if p.is_file())]:
         os.truncate(path, 0)
     index = segments(data / "plain-0")[0].with_suffix(".index")
