@@ -56,6 +56,7 @@ class BrokerLifecycle:
         self._shutting_down = False
         self._should_shut_down = asyncio.Event()
         self._unfenced = asyncio.Event()
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -70,6 +71,7 @@ class BrokerLifecycle:
         """Ask the controller to move this broker's leaderships away; True once it says the
         broker may stop (it leads nothing)."""
         self._shutting_down = True
+        self._wake.set()  # heartbeat now, not at the end of the interval
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._should_shut_down.wait(), timeout_s)
         return self._should_shut_down.is_set()
@@ -87,7 +89,10 @@ class BrokerLifecycle:
                 continue
             await self._heartbeat()
             fast = self.fenced or self._shutting_down
-            await asyncio.sleep(FAST_HEARTBEAT_S if fast else self.interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(),
+                                       FAST_HEARTBEAT_S if fast else self.interval_s)
+            self._wake.clear()
 
     async def _register(self) -> None:
         request = build(_registration_type(), {
