@@ -384,7 +384,7 @@ def test_state_is_rebuilt_from_the_log_after_a_restart(tmp_path: Path) -> None:
             return ids, gen
 
     async def second_life(ids: list[str], gen: int) -> None:
-        async with running_broker(data, clock) as h:
+        async with running_broker(data, clock, loaded=False) as h:
             with pytest.raises(KafkaError) as loading:
                 h.coord.fetch_offsets("g", [("t", 0)])
             assert loading.value.code == ErrorCode.coordinator_load_in_progress

@@ -22,6 +22,7 @@ from spark_log.broker.group.group_requests import JoinRequest, SyncRequest
 from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
 from spark_log.broker.node import Node
 from spark_log.clock import ManualClock
+from spark_log.protocol import ErrorCode
 from spark_log.records import iter_batches
 
 LOAD_TIMEOUT_S = 10.0
@@ -110,14 +111,21 @@ class GroupHarness:
 
 
 @contextlib.asynccontextmanager
-async def running_broker(data_dir: Path, clock: ManualClock, **config: str
+async def running_broker(data_dir: Path, clock: ManualClock, loaded: bool = True, **config: str
                          ) -> AsyncIterator[GroupHarness]:
+    """A node on `data_dir`; with `loaded`, once __consumer_offsets exists and is loaded."""
     props = {"log.dirs": str(data_dir), "listeners": "PLAINTEXT://127.0.0.1:0",
              "offsets.topic.num.partitions": "5",
              **{k.replace("_", "."): v for k, v in config.items()}}
-    broker = Node(BrokerConfig.from_properties(props), clock=clock)
-    await broker.start()
+    node = Node(BrokerConfig.from_properties(props), clock=clock)
+    await node.start()
     try:
-        yield GroupHarness(broker, clock)
+        assert node.broker is not None
+        # As a client's FindCoordinator would: __consumer_offsets exists and is loaded.
+        harness = GroupHarness(node, clock)
+        if loaded:
+            assert await node.broker.groups.find_coordinator() == ErrorCode.none
+            await harness.until_loaded()
+        yield harness
     finally:
-        await broker.stop()
+        await node.stop()

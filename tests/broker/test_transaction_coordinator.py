@@ -56,6 +56,10 @@ async def running(data_dir: Path, clock: ManualClock) -> AsyncIterator[Broker]:
     try:
         if broker.topics.metadata.get(TOPIC) is None:
             await broker.topics.create(TOPIC, 1)
+        # As a client's FindCoordinator and InitProducerId would: __transaction_state exists
+        # and a producer-id block is at hand.
+        assert await broker.transactions.prepare() == ErrorCode.none
+        await broker.producer_ids.ready()
         while not broker.transactions.loaded():
             await asyncio.sleep(0.01)
         yield broker
