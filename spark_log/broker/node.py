@@ -41,6 +41,7 @@ from spark_log.storage.data_dir.prepare import prepare_data_dir
 log = logging.getLogger(__name__)
 
 INFO_FILE = "broker.json"
+METADATA_LOG_DIR = "__cluster_metadata-0"
 RESIGN_S = 2.0  # how long a leaving quorum leader waits for its EndQuorumEpoch to be heard
 
 
@@ -109,6 +110,9 @@ class Node:
         assert metadata_dir is not None, "log.dirs must be set"
         listener = config.controller_listener_names[0] if config.controller_listener_names \
             else "CONTROLLER"
+        # What an old data directory holds is read first: a damaged file refuses the start
+        # before anything is written.
+        bootstrap = [*bootstrap_records(), *self._imported()] if config.is_controller else []
         self.driver = driver = RaftDriver(
             self.node_id, config.quorum_config(), metadata_dir, cluster_id=self.cluster_id,
             addresses=config.voters, listener_name=listener)
@@ -119,7 +123,6 @@ class Node:
             max_record_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"),
             max_interval_ms=config.get("metadata.log.max.snapshot.interval.ms")).publish)
         if config.is_controller:
-            bootstrap = [*bootstrap_records(), *self._imported()]
             self.controller = QuorumController(
                 driver, settings_from(config, self.cluster_id), timings=timings_from(config),
                 bootstrap=bootstrap)
@@ -129,8 +132,10 @@ class Node:
         """The topics and producer ids a data directory kept before the node had a metadata
         log (its `topics.json` and `producer-id-block`), as records for the bootstrap batch;
         only the node that is its own quorum has such a directory."""
-        if self.config.voters or self.config.data_dir is None:
-            return []
+        metadata_log = self.config.metadata_log_dir / METADATA_LOG_DIR  # type: ignore[operator]
+        if self.config.voters or self.config.data_dir is None or \
+                any(f.stat().st_size for f in metadata_log.glob("*.log")):
+            return []  # the bootstrap batch is written only into an empty metadata log
         return import_records(self.config.data_dir, self.node_id)
 
     def _open_broker(self, new_dir: bool) -> None:

@@ -15,7 +15,6 @@ import re
 import shutil
 import struct
 import subprocess
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from spark_log.records import BatchHeader, iter_headers, set_base_offset
 from tests.broker.txn_support import wait_until
 from tests.broker_process import BrokerProcess
 from tests.cli.conftest import run_cli
+from tests.legacy_data_dir import as_before_the_metadata_log
 
 SMALL_SEGMENTS = {"internal.segment.bytes": "2000", "index.interval.bytes": "100"}
 MANY = 30  # batches in the one segment of topic "many"
@@ -274,24 +274,6 @@ def meta_properties(data: Path) -> tuple[Path, list[str]]:
     path.write_text("\n".join(line for line in path.read_text().splitlines()
                               if not line.startswith("node.id")))
     return path, ["no node.id"]
-
-
-def as_before_the_metadata_log(data: Path) -> None:
-    """Make `data` a directory as brokers kept it before the cluster metadata log: no
-    __cluster_metadata-0, the topics in topics.json, the producer-id block end in its file (the
-    files a first start imports, and which verification then checks)."""
-    if not (data / "__cluster_metadata-0").exists():
-        return
-    shutil.rmtree(data / "__cluster_metadata-0")
-    counts: dict[str, int] = {}
-    for path in data.iterdir():
-        topic, _, partition = path.name.rpartition("-")
-        if path.is_dir() and partition.isdigit():
-            counts[topic] = max(counts.get(topic, 0), int(partition) + 1)
-    (data / "topics.json").write_text(json.dumps({"version": 1, "topics": [
-        {"name": name, "id": str(uuid.uuid4()), "partitions": count, "configs": {}}
-        for name, count in sorted(counts.items())]}))
-    (data / "producer-id-block").write_text("1000\n")
 
 
 def topics_json(data: Path) -> tuple[Path, list[str]]:
