@@ -337,6 +337,7 @@ PRODUCER_ID_DAMAGE = {
 def test_a_damaged_producer_id_block_is_one_error_line_and_changes_nothing(
         data_dir: Path, fault: str) -> None:
     content, reason = PRODUCER_ID_DAMAGE[fault]
+    as_before_the_metadata_log(data_dir)
     path = data_dir / "producer-id-block"
     path.write_bytes(content)
     before = snapshot(data_dir)
