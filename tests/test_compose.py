@@ -12,6 +12,7 @@ finds its directories formatted and rejoins.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,14 +27,7 @@ from typing import Any
 
 import jsonschema
 import yaml
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster_process import free_ports
@@ -45,10 +39,7 @@ SCHEMA = Path(__file__).resolve().parent / "compose_spec" / "compose-spec.json"
 BROKERS = ["broker-1", "broker-2", "broker-3"]
 READY_TIMEOUT_S = 60
 AWAIT_TIMEOUT_S = 30
-STOP_TIMEOUT_S = 60
 TOPIC = "compose-check"
-COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                         KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 def compose() -> dict[str, Any]:
@@ -70,6 +61,14 @@ def setting(command: list[str], key: str) -> str:
     values = [arg.partition("=")[2] for arg in command if arg.startswith(f"{key}=")]
     assert len(values) == 1, (key, command)
     return values[0]
+
+
+def grace_period_s(service: dict[str, Any]) -> int:
+    """The service's stop_grace_period (written in seconds): how long compose waits after
+    SIGTERM before it kills the container."""
+    match = re.fullmatch(r"(\d+)s", service["stop_grace_period"])
+    assert match, service["stop_grace_period"]
+    return int(match.group(1))
 
 
 def interpolate(value: str) -> str:
@@ -122,6 +121,8 @@ def test_the_brokers_are_three_combined_nodes_of_one_quorum() -> None:
         # Clients on 9092 and metrics on 9404 in every container; distinct host ports.
         assert service["ports"] == [f"{9091 + n}:9092", f"{9403 + n}:9404"]
         assert service["environment"]["METRICS_PORT"] == "9404"
+        # Past broker.session.timeout.ms (9 s), the longest a controlled shutdown waits.
+        assert grace_period_s(service) >= 20
         assert "9092" in " ".join(service["healthcheck"]["test"])
         volume, _, target = service["volumes"][0].partition(":")
         assert (volume, target) == (f"{name}-data", flag(command, "--data-dir"))
@@ -205,12 +206,14 @@ class LocalNode:
         self.bootstrap = localize(setting(service["command"], "advertised.listeners"),
                                   name).removeprefix("PLAINTEXT://")
         self.metrics_url = f"http://127.0.0.1:{self.env['METRICS_PORT']}/metrics"
+        self.grace_period_s = grace_period_s(service)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def launch(self) -> None:
+        # Its own process group: `kill` can reach whatever the script left running.
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.argv, env=self.env, stdout=out,
-                                         stderr=subprocess.STDOUT)
+                                         stderr=subprocess.STDOUT, start_new_session=True)
 
     def await_ready(self) -> None:
         """Until the node serves clients: its broker.json names this child."""
@@ -227,18 +230,22 @@ class LocalNode:
             time.sleep(0.02)
         raise TimeoutError(self.log.read_text())
 
+    def wait(self) -> int:
+        """The exit code, within the grace period compose gives a stopping container."""
+        assert self.proc is not None
+        return self.proc.wait(self.grace_period_s)
+
     def terminate(self) -> None:
+        """SIGTERM to the child, as tini forwards it to the container's command."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
 
-    def wait(self) -> int:
-        assert self.proc is not None
-        return self.proc.wait(STOP_TIMEOUT_S)
-
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT_S)
+        """SIGKILL to this child's process group (only what this child started)."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(READY_TIMEOUT_S)
 
 
 def eventually(check: Callable[[], Any], what: str) -> Any:
@@ -272,7 +279,10 @@ def round_trip(bootstrap: str) -> list[bytes]:
     for i in range(3):
         producer.produce(TOPIC, f"record-{i}".encode(), partition=0)
     assert producer.flush(AWAIT_TIMEOUT_S) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": TOPIC})
+    # A consumer with a group looks up its coordinator (FindCoordinator), which creates
+    # __consumer_offsets; it reads an assigned partition and commits nothing.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": TOPIC,
+                         "enable.auto.commit": False})
     consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
     values: list[bytes] = []
     deadline = time.monotonic() + AWAIT_TIMEOUT_S
@@ -280,22 +290,8 @@ def round_trip(bootstrap: str) -> list[bytes]:
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
             values.append(msg.value())
-    # The group's offsets go to __consumer_offsets, created at the first FindCoordinator.
-    eventually(lambda: commit(consumer), "the consumer's offsets are committed")
     consumer.close()
     return values
-
-
-def commit(consumer: Consumer) -> bool:
-    """Commit the consumer's offsets; False when the coordinator is not ready yet (a
-    coordinator elected with the new internal topic's leaders), as clients retry then."""
-    try:
-        consumer.commit(asynchronous=False)
-    except KafkaException as e:
-        if e.args[0].code() not in COORDINATOR_NOT_READY:
-            raise
-        return False
-    return True
 
 
 def scrape(url: str) -> str:
@@ -328,7 +324,6 @@ def test_broker_services_form_a_three_node_cluster(tmp_path: Path) -> None:
     def logs() -> str:
         return "\n".join(f"---- {n.name}\n{n.log.read_text()}" for n in nodes)
 
-    codes: list[int] = []
     try:
         # A quorum forms only once a majority runs: start all three, then await each.
         for node in nodes:
@@ -345,7 +340,7 @@ def test_broker_services_form_a_three_node_cluster(tmp_path: Path) -> None:
         first, *others = nodes
         admin = AdminClient({"bootstrap.servers": first.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(AWAIT_TIMEOUT_S)
-        partitions = {}
+        partitions: dict[int, tuple[int, list[int]]] = {}
         for node in others:
             partitions = eventually(lambda node=node: replicas_seen(node.bootstrap),
                                     f"{node.name} sees {TOPIC}:\n{logs()}")
@@ -355,8 +350,9 @@ def test_broker_services_form_a_three_node_cluster(tmp_path: Path) -> None:
 
         values = round_trip(bootstrap)
         # The internal topic, with Kafka's default replication factor 3: on every node.
-        offsets = replicas_seen(first.bootstrap, "__consumer_offsets")
-        assert offsets and all(r == [1, 2, 3] for _, r in offsets.values()), offsets
+        offsets = eventually(lambda: replicas_seen(first.bootstrap, "__consumer_offsets"),
+                             f"__consumer_offsets exists:\n{logs()}")
+        assert all(replicas == [1, 2, 3] for _, replicas in offsets.values()), offsets
         metrics = {n: scrape(node.metrics_url) for n, node in enumerate(nodes, 1)}
 
         # Compose restarts a node with the same entrypoint: its volume is formatted already.
@@ -379,6 +375,6 @@ def test_broker_services_form_a_three_node_cluster(tmp_path: Path) -> None:
     assert values == [b"record-0", b"record-1", b"record-2"]
     leader = partitions[0][0]
     assert f'spark_log_messages_in_total{{topic="{TOPIC}"}} 3.0' in metrics[leader]
-    assert all("spark_log_" in text for text in metrics.values())
+    assert all("# TYPE spark_log_requests_total counter" in m for m in metrics.values())
     assert restart_code == 0, logs()
     assert codes == [0, 0, 0], logs()
