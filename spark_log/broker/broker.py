@@ -39,6 +39,7 @@ from spark_log.broker.transaction.producer_id_manager import ProducerIdManager
 from spark_log.broker.transaction.transaction_coordinator import TransactionCoordinator
 from spark_log.clock import Clock
 from spark_log.metadata import MetadataDelta, MetadataImage
+from spark_log.metadata.metadata_topic import METADATA_TOPIC
 from spark_log.protocol import ApiSet
 from spark_log.storage.cleaner.cleaner_config import CleanerConfig
 from spark_log.storage.cleaner.cleaner_transactions import TRANSACTIONAL_BATCH_POLICY
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 
 FLUSH_CHECK_INTERVAL_MS = 1000
 SHUTDOWN_GRACE_S = 5  # how long requests in hand may take to finish at shutdown
-METADATA_TOPIC = "__cluster_metadata"
 
 
 class MetadataSource(Protocol):

@@ -31,6 +31,7 @@ from spark_log.controller.metadata_loader import MetadataLoader
 from spark_log.controller.quorum_controller import QuorumController
 from spark_log.controller.raft_driver import RaftDriver
 from spark_log.controller.snapshot_generator import SnapshotGenerator
+from spark_log.metadata.metadata_topic import METADATA_LOG_DIR
 from spark_log.node_config.broker_config import BrokerConfig
 from spark_log.properties import ConfigError
 from spark_log.storage.data_dir import meta_properties
@@ -41,7 +42,6 @@ from spark_log.storage.data_dir.prepare import prepare_data_dir
 log = logging.getLogger(__name__)
 
 INFO_FILE = "broker.json"
-METADATA_LOG_DIR = "__cluster_metadata-0"
 RESIGN_S = 2.0  # how long a leaving quorum leader waits for its EndQuorumEpoch to be heard
 
 
@@ -132,11 +132,11 @@ class Node:
         """The topics and producer ids a data directory kept before the node had a metadata
         log (its `topics.json` and `producer-id-block`), as records for the bootstrap batch;
         only the node that is its own quorum has such a directory."""
-        metadata_log = self.config.metadata_log_dir / METADATA_LOG_DIR  # type: ignore[operator]
-        if self.config.voters or self.config.data_dir is None or \
-                any(f.stat().st_size for f in metadata_log.glob("*.log")):
+        data_dir, metadata_dir = self.config.data_dir, self.config.metadata_log_dir
+        if self.config.voters or data_dir is None or metadata_dir is None or \
+                any(f.stat().st_size for f in (metadata_dir / METADATA_LOG_DIR).glob("*.log")):
             return []  # the bootstrap batch is written only into an empty metadata log
-        return import_records(self.config.data_dir, self.node_id)
+        return import_records(data_dir, self.node_id)
 
     def _open_broker(self, new_dir: bool) -> None:
         assert self.loader is not None

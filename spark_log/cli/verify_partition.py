@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from spark_log.metadata.metadata_topic import METADATA_LOG_DIR
 from spark_log.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -156,8 +157,8 @@ def _log_end(walk: _Walk, bases: list[int]) -> int:
     return max(walk.next_offset or 0, bases[-1])
 
 
-# The metadata log's directory also holds the quorum's election state and its snapshots.
-METADATA_LOG_DIR = "__cluster_metadata-0"
+# The metadata log's directory (METADATA_LOG_DIR) also holds the quorum's election state and
+# its snapshots.
 QUORUM_STATE = "quorum-state"
 METADATA_SNAPSHOT = re.compile(r"[0-9]{20}-[0-9]{10}\.checkpoint(\.part|\.deleted)?")
 

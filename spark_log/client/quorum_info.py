@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_log.metadata.metadata_topic import METADATA_TOPIC
 from spark_log.protocol import ErrorCode, spec_for
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import build
 
 from .async_connection import AsyncConnection
 
-METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
 MAX_VERSION = 2
 API_VERSIONS_VERSION = 0  # answered by every Kafka release and by controller listeners

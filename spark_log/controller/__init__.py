@@ -53,7 +53,6 @@ KafkaRaftClientDriver, KafkaMetadataLog and KafkaNetworkChannel):
     fetch_codec.py           the KRaft Fetch (the metadata topic by its ID) <-> raft's fetch
     quorum_description.py    DescribeQuorum: the leader's view of voters and observers
     quorum_channel.py        connections to the other voters, correlation ids, reconnects
-    metadata_topic.py        the metadata topic's name, partition and ID
     quorum_errors.py         MetadataLogError, DriverStoppedError, ProposalLostError
 
 May import metadata/, raft/, storage/, client/, protocol/, records/ and the small top-level

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from spark_log.metadata.metadata_topic import METADATA_PARTITION, METADATA_TOPIC_ID
 from spark_log.protocol.entity_build import ms
 from spark_log.raft.messages import Batch, Error, FetchRequest, FetchResponse, OffsetAndEpoch
 from spark_log.records import CorruptRecordError
 
 from .batch_codec import decode_batches
-from .metadata_topic import METADATA_PARTITION, METADATA_TOPIC_ID
 
 FETCH = 1
 FETCH_VERSIONS = range(13, 19)  # topic IDs from v13; Kafka's raft refuses a fetch without one

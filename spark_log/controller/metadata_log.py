@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_log.clock import SYSTEM_CLOCK, Clock
+from spark_log.metadata.metadata_topic import METADATA_PARTITION, METADATA_TOPIC
 from spark_log.raft.election_state import ElectionState
 from spark_log.raft.messages import Batch, OffsetAndEpoch
 from spark_log.raft.replicated_log import ReplicatedLog
@@ -30,7 +31,6 @@ from spark_log.storage.log.partition_log import PartitionLog
 
 from . import snapshot_files as snapshots
 from .batch_codec import LeaderChanges, decode_batches, encode_batch
-from .metadata_topic import METADATA_PARTITION, METADATA_TOPIC
 from .quorum_errors import MetadataLogError
 from .quorum_state_file import read_election_state, write_election_state
 

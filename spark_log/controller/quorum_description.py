@@ -14,11 +14,10 @@ from typing import Any
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from spark_log.metadata.metadata_topic import METADATA_PARTITION, METADATA_TOPIC
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_table import QUORUM_API_TABLE
 from spark_log.protocol.entity_build import build
-
-from .metadata_topic import METADATA_PARTITION, METADATA_TOPIC
 
 DESCRIBE_QUORUM = 55
 OBSERVER_SESSION_MS = 300_000  # Kafka forgets observers that have not fetched for this long

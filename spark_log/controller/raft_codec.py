@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from spark_log.metadata.metadata_topic import METADATA_PARTITION, METADATA_TOPIC
 from spark_log.protocol import (
     ErrorCode,
     RequestHeader,
@@ -53,7 +54,6 @@ from .fetch_codec import (
     fetch_response_body,
     fetch_response_fields,
 )
-from .metadata_topic import METADATA_PARTITION, METADATA_TOPIC
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM, FETCH_SNAPSHOT = 52, 53, 54, 55, 59
 

@@ -30,6 +30,7 @@ from spark_log.metadata import (
     usable_brokers,
     validate_manual_assignment,
 )
+from spark_log.metadata.metadata_topic import METADATA_TOPIC
 from spark_log.metadata.records import ZERO_UUID, ConfigRecord, TopicRecord
 from spark_log.protocol import ErrorCode
 from spark_log.storage.data_dir.topics_file import (
@@ -45,7 +46,7 @@ from .topic_configs import effective_topic_configs, validate_topic_configs
 __all__ = ["CLUSTER_METADATA_TOPIC", "Random", "create_partitions", "create_topics",
            "new_topic_id"]
 
-CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+CLUSTER_METADATA_TOPIC = METADATA_TOPIC
 _METADATA_TOPIC_ID = UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, never handed out
 _TOPIC = 2  # ConfigResourceType.TOPIC
 

@@ -6,6 +6,7 @@ MetadataDelta).
 Pure: records in, image out. May import spark_log.records and spark_log.protocol (codecs) and the
 standard library's pure modules; never storage, the broker, clients, I/O, the clock or randomness.
 
+    metadata_topic.py        the metadata log's topic name, partition, ID and directory
     records.py               the record types (Kafka's names, api keys, versions, fields)
     codec.py                 record <-> __cluster_metadata record value bytes (MetadataRecordSerde)
     image.py, delta.py       MetadataImage; MetadataDelta replays records into the next image

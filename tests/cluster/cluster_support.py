@@ -9,11 +9,12 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from spark_log.metadata.metadata_topic import METADATA_PARTITION, METADATA_TOPIC
 from spark_log.protocol import ErrorCode
 from tests.broker.raw_client import RawClient
 
-METADATA_TOPIC_PARTITION = {"topic_name": "__cluster_metadata", "partitions": [
-    {"partition_index": 0}]}
+METADATA_TOPIC_PARTITION = {"topic_name": METADATA_TOPIC, "partitions": [
+    {"partition_index": METADATA_PARTITION}]}
 
 
 def describe_topic(bootstrap: str, topic: str) -> dict[int, Any]:
@@ -56,6 +57,5 @@ def quorum_leader(controller_address: str) -> tuple[int, int]:
         return -1, -1
     (topic,) = response.topics
     (partition,) = topic.partitions
-    if partition.error_code != ErrorCode.none:
-        return partition.leader_id, partition.leader_epoch
+    # A follower answers NOT_LEADER_OR_FOLLOWER with the leader it knows.
     return partition.leader_id, partition.leader_epoch

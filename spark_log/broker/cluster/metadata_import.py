@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spark_log.metadata import MetadataRecord
+from spark_log.metadata.metadata_topic import METADATA_TOPIC
 from spark_log.metadata.records import (
     ConfigRecord,
     PartitionRecord,
@@ -26,7 +27,6 @@ from spark_log.metadata.records import (
 from spark_log.storage.data_dir import producer_id_block, topics_file
 from spark_log.storage.log.partition_dir import parse_partition_dir
 
-METADATA_TOPIC = "__cluster_metadata"
 __all__ = ["import_records"]
 
 log = logging.getLogger(__name__)

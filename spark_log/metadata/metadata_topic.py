@@ -8,3 +8,4 @@ import uuid
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
 METADATA_TOPIC_ID = uuid.UUID(int=1)
+METADATA_LOG_DIR = f"{METADATA_TOPIC}-{METADATA_PARTITION}"  # its directory in a log dir
