@@ -56,6 +56,7 @@ KafkaRaftClientDriver, KafkaMetadataLog and KafkaNetworkChannel):
     metadata_topic.py        the metadata topic's name, partition and ID
     quorum_errors.py         MetadataLogError, DriverStoppedError, ProposalLostError
 
-May import metadata/, raft/, storage/, client/, protocol/, records/ and the small top-level
-helpers; never the broker (brokers reach it through the wire), the data source or the CLI.
+May import node_config/, metadata/, raft/, storage/, client/, protocol/, records/ and the small
+top-level helpers; never the broker (brokers reach it through the wire), the data source or
+the CLI.
 """
