@@ -55,6 +55,7 @@ KafkaRaftClientDriver, KafkaMetadataLog and KafkaNetworkChannel):
     quorum_channel.py        connections to the other voters, correlation ids, reconnects
     quorum_errors.py         MetadataLogError, DriverStoppedError, ProposalLostError
 
-May import metadata/, raft/, storage/, client/, protocol/, records/ and the small top-level
-helpers; never the broker (brokers reach it through the wire), the data source or the CLI.
+May import node_config/, metadata/, raft/, storage/, client/, protocol/, records/ and the small
+top-level helpers; never the broker (brokers reach it through the wire), the data source or
+the CLI.
 """

@@ -148,8 +148,11 @@ def test_other_partitions_of_the_request_are_appended(client: RawClient) -> None
 def deliveries(broker: BrokerProcess, topic: str, keys: list[bytes | None],
                timestamps: list[int]) -> list[int | None]:
     """Produce one batch with confluent-kafka; each message's delivery report error code."""
-    # linger.ms holds the messages until they are all queued, so they go in one batch
+    # linger.ms holds the messages until they are all queued, so they go in one batch. The
+    # partition must be known first: librdkafka moves messages produced before its metadata
+    # arrives onto the partition one by one while a flush sends at once, splitting the batch.
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2000})
+    assert topic in producer.list_topics(topic, timeout=30).topics
     reports: dict[int, KafkaError | None] = {}
     for i, (key, ts) in enumerate(zip(keys, timestamps, strict=True)):
         producer.produce(topic, value=b"v%d" % i, key=key, partition=0, timestamp=ts,
