@@ -25,6 +25,7 @@ from spark_log.raft.messages import Batch, OffsetAndEpoch
 from spark_log.raft.replicated_log import ReplicatedLog
 from spark_log.records import CorruptRecordError
 from spark_log.storage.append_info import AppendOrigin
+from spark_log.storage.errors import KafkaStorageError
 from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
 from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.partition_log import PartitionLog
@@ -230,10 +231,18 @@ class MetadataLog:
 
     # ---- closing --------------------------------------------------------------------------------
     def close(self) -> None:
-        """Flush and close the segments."""
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        """Flush and close the segments. When that fails (a full disk), the files are only
+        released: whatever the quorum relied on was flushed when it was appended, and the log
+        is recovered at every open, so the error is logged and costs nothing."""
+        plog, self._log = self._log, None
+        if plog is None:
+            return
+        try:
+            plog.close()
+        except KafkaStorageError as exc:
+            log.error("The metadata log %s was not closed cleanly (%s); it is recovered at the "
+                      "next start", self.dir, exc)
+            plog.release()
 
     def abandon(self) -> None:
         """Let go of the files without flushing anything more (a crash, or after an error)."""

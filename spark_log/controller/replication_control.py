@@ -34,6 +34,7 @@ from spark_log.metadata.metadata_topic import METADATA_TOPIC
 from spark_log.metadata.records import ZERO_UUID, ConfigRecord, TopicRecord
 from spark_log.protocol import ErrorCode
 from spark_log.storage.data_dir.topics_file import (
+    INTERNAL_TOPICS,
     InvalidTopicError,
     collision_key,
     validate_topic_name,
@@ -75,12 +76,23 @@ def new_topic_id(random: Random, taken: Iterable[UUID] = ()) -> UUID:
 
 # ---- CreateTopics ---------------------------------------------------------------------------
 
+# Kafka's MAX_PARTITIONS_PER_BATCH: what one request may create. Placing and writing more at once
+# would hold the controller (and its event loop) for minutes and its records would not fit a
+# batch; Kafka refuses such a request whole.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+_TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
 def create_topics(image: MetadataImage, request: Any, *, settings: ControllerSettings,
                   random: Random) -> ControllerResult[Any]:
     """A CreateTopics: per topic, the records creating it and its result. A name given twice
     and `__cluster_metadata` fail with INVALID_REQUEST (listed after the others, as Kafka's
     ControllerApis adds them)."""
     counts = Counter(topic.name for topic in request.topics)
+    if _requested_partitions(request, settings.num_partitions) > MAX_PARTITIONS_PER_REQUEST:
+        refused = ControllerError(ErrorCode.policy_violation, _TOO_MANY_PARTITIONS)
+        return ControllerResult.of([], response_for(request, {"topics": [
+            _topic_failure(name, refused) for name in counts]}))
     results: list[dict[str, Any]] = []
     records: list[MetadataRecord] = []
     taken = set(image.topics)
@@ -102,6 +114,19 @@ def create_topics(image: MetadataImage, request: Any, *, settings: ControllerSet
             f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")))
     result = ControllerResult.of(records, response_for(request, {"topics": results}))
     return result.without_records() if request.validate_only else result
+
+
+def _requested_partitions(request: Any, default: int) -> int:
+    """An upper bound of the partitions a CreateTopics asks for (Kafka counts the same)."""
+    total = 0
+    for topic in request.topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += default
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
 
 
 def _topic_failure(name: str, exc: ControllerError) -> dict[str, Any]:
@@ -265,6 +290,15 @@ def _new_partitions(image: MetadataImage, request: Any, random: Random) -> list[
     topic = image.topic(request.name)
     if topic is None:
         raise ControllerError(ErrorCode.unknown_topic_or_partition)
+    if topic.name in INTERNAL_TOPICS:
+        # Coordinators hash a group or transactional id onto these topics' partition count:
+        # a new count would move ids away from the partitions holding their state. Kafka's
+        # controller accepts this (only its old topic tool refused); here it is refused, with
+        # the code Kafka answers when it refuses an operation on an internal topic.
+        raise ControllerError(ErrorCode.invalid_topic_exception,
+                              f"The number of partitions of the internal topic {topic.name} "
+                              "cannot be changed: coordinators map ids onto its partitions by "
+                              "that number.")
     current = len(topic.partitions)
     if request.count == current:
         raise ControllerError(ErrorCode.invalid_partitions,
@@ -274,6 +308,8 @@ def _new_partitions(image: MetadataImage, request: Any, random: Random) -> list[
                               f"has {current} partition(s); {request.count} would not be an "
                               "increase.")
     additional = request.count - current
+    if additional > MAX_PARTITIONS_PER_REQUEST:
+        raise ControllerError(ErrorCode.policy_violation, _TOO_MANY_PARTITIONS)
     if request.assignments is not None and len(request.assignments) != additional:
         raise ControllerError(ErrorCode.invalid_replica_assignment, f"Attempted to add "
                               f"{additional} additional partition(s), but only "

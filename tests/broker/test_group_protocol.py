@@ -311,6 +311,10 @@ def test_offset_commit_retention_time_expires_the_offset(broker_factory: Any) ->
         topic = unique("t")
         create_topic(client, topic)
         group = unique("short")
+        # As a client does: find the coordinator first (on a new broker this creates
+        # __consumer_offsets and answers once the coordinator serves it).
+        found = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        assert found.error_code == ErrorCode.none
         assert commit(client, group, topic, 3, version=2, retention_time=500) == ErrorCode.none
         assert fetch_v7(client, group, topic).topics[0].partitions[0].committed_offset == 3
         deadline = time.monotonic() + DEADLINE_S

@@ -337,3 +337,38 @@ def test_new_partitions_need_enough_brokers() -> None:
     assert grown(result) == [("t", ErrorCode.invalid_replication_factor,
                               "The target replication factor of 2 cannot be reached because "
                               "only 1 broker(s) are registered.")]
+
+
+@pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state"])
+def test_internal_topics_keep_their_partition_count(internal: str) -> None:
+    image = image_of(broker(1), topic(internal, [[1]]), topic("t", [[1]]))
+    for validate_only in (False, True):
+        result = grow(image, (internal, 2, None), ("t", 2, None), validate_only=validate_only)
+        assert grown(result) == [
+            (internal, ErrorCode.invalid_topic_exception,
+             f"The number of partitions of the internal topic {internal} cannot be changed: "
+             "coordinators map ids onto its partitions by that number."),
+            ("t", ErrorCode.none, None)]
+        assert all(p.topic_id == image.topic("t").id for p in records_of(result, PartitionRecord))
+
+
+TOO_MANY = "Excessively large number of partitions per request."
+
+
+def test_a_request_for_more_than_ten_thousand_partitions_is_refused_whole() -> None:
+    at_limit = create(THREE, creatable("a", 5000), creatable("b", 5000))
+    assert len(records_of(at_limit, PartitionRecord)) == 10_000
+    over = create(THREE, creatable("a", 5000), creatable("b", 5000),
+                  creatable("c", -1))  # the default num.partitions (1) counts too
+    assert over.records == ()
+    for name in "abc":
+        assert error_of(over, name) == (ErrorCode.policy_violation, TOO_MANY)
+    huge = create(THREE, creatable("fuzzed", 2_000_000_000))  # answered at once, not placed
+    assert error_of(huge, "fuzzed") == (ErrorCode.policy_violation, TOO_MANY)
+
+
+def test_more_than_ten_thousand_new_partitions_are_refused() -> None:
+    image = image_of(broker(1), topic("t", [[1]]))
+    assert len(records_of(grow(image, ("t", 10_001, None)), PartitionRecord)) == 10_000
+    refused = grow(image, ("t", 2_000_000_000, None))
+    assert grown(refused) == [("t", ErrorCode.policy_violation, TOO_MANY)]
