@@ -21,8 +21,9 @@ READY_TIMEOUT_S = 60.0
 
 class BrokerProcess:
     def __init__(self, data_dir: Path, log_path: Path, config: dict[str, str] | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, metrics_port: int | None = None) -> None:
         self.data_dir = data_dir
+        self.metrics_port = metrics_port  # --metrics-port, when given
         self.log_path = log_path
         self.config = dict(config or {})
         self.requested_port = port
@@ -46,6 +47,8 @@ class BrokerProcess:
                 "--host", "127.0.0.1", "--port", str(self.requested_port)]
         for key, value in self.config.items():
             argv += ["--config", f"{key}={value}"]
+        if self.metrics_port is not None:
+            argv += ["--metrics-port", str(self.metrics_port)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
 

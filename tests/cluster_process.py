@@ -35,15 +35,16 @@ class ClusterProcess:
     """Nodes 1..n; `nodes[i]` is node i + 1."""
 
     def __init__(self, root: Path, size: int = 3, config: dict[str, str] | None = None,
-                 cluster_id: str = "MkU3OEVBNTcwNTJENDM2Qg") -> None:
+                 cluster_id: str = "MkU3OEVBNTcwNTJENDM2Qg", metrics: bool = False) -> None:
         self.root, self.size, self.cluster_id = root, size, cluster_id
-        ports = free_ports(2 * size)
-        self.client_ports, self.controller_ports = ports[:size], ports[size:]
+        ports = free_ports(3 * size)
+        self.client_ports, self.controller_ports = ports[:size], ports[size:2 * size]
+        self.metrics_ports: list[int | None] = list(ports[2 * size:]) if metrics else [None] * size
         self.voters = ",".join(f"{n + 1}@127.0.0.1:{p}"
                                for n, p in enumerate(self.controller_ports))
         self.nodes = [BrokerProcess(root / f"node{n + 1}", root / f"node{n + 1}.log",
                                     {**self.node_config(n + 1), **(config or {})},
-                                    port=self.client_ports[n])
+                                    port=self.client_ports[n], metrics_port=self.metrics_ports[n])
                       for n in range(size)]
 
     def node_config(self, node_id: int) -> dict[str, str]:

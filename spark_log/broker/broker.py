@@ -187,16 +187,15 @@ class Broker:
             log.warning("%s-%d has a log here but is not hosted here by the cluster metadata; "
                         "it is kept, not served", topic, partition)
 
-    async def serve_metrics(self, port: int) -> None:
-        """Prometheus text format on http://host:port/metrics, state gauges included (read at
-        scrape time on this loop)."""
-        from spark_log.broker.metrics.metrics_server import serve_metrics
+    def add_state_metrics(self) -> None:
+        """Add the state gauges (read at scrape time on this loop) to `metrics`, and count
+        records out from now on: someone is going to read them."""
         from spark_log.broker.metrics.metrics_state import BrokerState, broker_state_metrics
 
         state = BrokerState(self.logs, self.groups, self.transactions,
                             lambda: self.listener.connection_count)
         self.metrics.add_state(lambda: broker_state_metrics(state))
-        self._metrics_server = await serve_metrics(self.metrics, self.host, port)
+        self.metrics.count_records_out = True
 
     # ---- periodic work --------------------------------------------------------------------
     def _start_background_work(self) -> None:

@@ -18,10 +18,16 @@ import contextlib
 import json
 import logging
 import os
+import time
+
+from prometheus_client import CollectorRegistry
 
 from spark_log.broker.broker import Broker
 from spark_log.broker.cluster.controller_channel import ControllerChannel
 from spark_log.broker.cluster.metadata_import import import_records
+from spark_log.broker.metrics.broker_metrics import StateCollector
+from spark_log.broker.metrics.metrics_server import serve_metrics
+from spark_log.broker.metrics.quorum_metrics import ElectionTimer, QuorumState, quorum_metrics
 from spark_log.broker.server.controller_dispatcher import ControllerDispatcher
 from spark_log.broker.server.listener import Listener
 from spark_log.clock import SYSTEM_CLOCK, Clock
@@ -63,6 +69,9 @@ class Node:
         self.controller_listener: Listener | None = None
         self.broker: Broker | None = None
         self.channel: ControllerChannel | None = None
+        self.registry = CollectorRegistry()  # the broker's, once it has one
+        self._elections: ElectionTimer | None = None
+        self._metrics_server: asyncio.Server | None = None
         self._leader = -1
 
     # ---- what tests and tools read --------------------------------------------------------
@@ -78,6 +87,7 @@ class Node:
         self._open_quorum()
         if self.config.is_broker:
             self._open_broker(new_dir)
+        self._open_metrics()
         await self._bind_controller_listener()
         assert self.driver is not None
         await self.driver.start()
@@ -147,6 +157,22 @@ class Node:
         self.broker = Broker(self.config, self.clock, self.cluster_id, self.channel, new_dir)
         self.broker.open(self.loader)
 
+    def _open_metrics(self) -> None:
+        """The quorum's gauges and election timer in the broker's registry (one endpoint
+        serves both), or in one of the node's own on a controller-only node."""
+        if self.broker is not None:
+            self.registry = self.broker.metrics.registry
+        self._elections = ElectionTimer(self.registry, time.monotonic)
+        driver, loader, controller = self.driver, self.loader, self.controller
+        assert driver is not None and loader is not None
+        state = QuorumState(
+            replica=lambda: None if driver.stopped else driver.replica,
+            log_end_offset=lambda: driver.replica.log.end_offset,
+            loaded=loader,
+            controller_active=lambda: controller is not None and controller.active,
+            is_controller=controller is not None)
+        self.registry.register(StateCollector(lambda: quorum_metrics(state)))
+
     async def _bind_controller_listener(self) -> None:
         if not (self.config.is_controller and self.config.voters):
             return  # a quorum of its own answers nobody
@@ -159,6 +185,8 @@ class Node:
 
     def _leader_changed(self, epoch: int, leader: int) -> None:
         self._leader = leader
+        if self._elections is not None:
+            self._elections.leader_changed(leader)
         log.info("Node %d: the metadata quorum's leader is %s in epoch %d", self.node_id,
                  leader if leader >= 0 else "unknown", epoch)
         if self.channel is not None:
@@ -166,6 +194,8 @@ class Node:
 
     async def stop(self) -> None:
         """The clean shutdown of every role, the broker first."""
+        if self._metrics_server is not None:
+            self._metrics_server.close()
         if self.broker is not None:
             (self.broker.data_dir / INFO_FILE).unlink(missing_ok=True)
             await self.broker.stop()
@@ -193,8 +223,16 @@ class Node:
         write_atomically(self.broker.data_dir / INFO_FILE, json.dumps(info).encode())
 
     async def serve_metrics(self, port: int) -> None:
+        """Prometheus text on http://host:port/metrics: the broker's metrics if it is one, and
+        the quorum's, the controller's and the loaded metadata's (host: the broker's, or the
+        controller listener's on a controller-only node)."""
         if self.broker is not None:
-            await self.broker.serve_metrics(port)
+            self.broker.add_state_metrics()
+            host = self.broker.host
+        else:
+            host = self.config.controller_listeners[0].host if self.config.voters \
+                else "127.0.0.1"
+        self._metrics_server = await serve_metrics(self.registry, host, port)
 
 
 async def run_until_signalled(config: BrokerConfig, metrics_port: int | None = None) -> int:

@@ -17,15 +17,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.broker_process import BrokerProcess
+from tests.prometheus_samples import Samples, scrape_port, value
 
 TOPIC, TXN_TOPIC, GROUP = "metered", "metered-txn", "metered-group"
 PER_PARTITION = 5
 _SERVING = re.compile(rb"Serving Prometheus metrics on http://[^:]+:(\d+)/metrics")
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 class MeteredBroker(BrokerProcess):
@@ -61,15 +59,7 @@ def metered(tmp_path: Path) -> Iterator[MeteredBroker]:
 
 
 def scrape(broker: MeteredBroker) -> Samples:
-    url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, frozenset(labels.items()))]
+    return scrape_port(broker.metrics_port)
 
 
 def _produce_and_consume(broker: MeteredBroker) -> tuple[Producer, Consumer]:

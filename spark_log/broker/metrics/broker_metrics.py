@@ -137,10 +137,12 @@ class BrokerMetrics:
 
     def add_state(self, read: StateReader) -> None:
         """Gauges computed at scrape time by `read()`."""
-        self.registry.register(_StateCollector(read))
+        self.registry.register(StateCollector(read))
 
 
-class _StateCollector(Collector):
+class StateCollector(Collector):
+    """Gauges computed by `read()` at each scrape."""
+
     def __init__(self, read: StateReader) -> None:
         self._read = read
 

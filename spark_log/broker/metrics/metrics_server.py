@@ -1,7 +1,8 @@
-"""A minimal HTTP endpoint on the broker's event loop that serves `/metrics` to Prometheus.
+"""A minimal HTTP endpoint on the node's event loop that serves `/metrics` to Prometheus.
 
-It runs on the same loop as the broker, so the scrape-time gauges read broker state without
-locks; anything but `GET /metrics` (or `/`) gets 404, and a request head over 8 KiB is dropped.
+It runs on the same loop as the broker and the quorum, so the scrape-time gauges read their
+state without locks; anything but `GET /metrics` (or `/`) gets 404, and a request head over
+8 KiB is dropped.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from typing import TYPE_CHECKING
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 if TYPE_CHECKING:
-    from spark_log.broker.metrics.broker_metrics import BrokerMetrics
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 MAX_HEAD = 8192
 
 
-async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.Server:
+async def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> asyncio.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
@@ -28,7 +29,7 @@ async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio
             method, _, rest = head.decode("latin-1").partition(" ")
             path = rest.partition(" ")[0].split("?")[0]
             if method == "GET" and path in ("/metrics", "/"):
-                body = generate_latest(metrics.registry)
+                body = generate_latest(registry)
                 status, ctype = "200 OK", CONTENT_TYPE_LATEST
             else:
                 body, status, ctype = b"not found\n", "404 Not Found", "text/plain"
@@ -42,7 +43,6 @@ async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio
             writer.close()
 
     server = await asyncio.start_server(handle, host, port, limit=MAX_HEAD)
-    metrics.count_records_out = True  # someone will read it now
     log.info("Serving Prometheus metrics on http://%s:%d/metrics", host,
              server.sockets[0].getsockname()[1])
     return server
