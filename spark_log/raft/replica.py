@@ -209,7 +209,7 @@ class RaftReplica(ReplicaHandlers):
         s = self.state
         if epoch > s.epoch:
             if leader_id == NO_LEADER:
-                self._transition(Unattached(epoch, self._election_deadline(now)))
+                self._transition(Unattached(epoch, self._kept_deadline(now)))
             else:
                 self._become_follower(epoch, leader_id, now, NO_LEADER)
         elif epoch == s.epoch and leader_id != NO_LEADER:
@@ -335,6 +335,21 @@ class RaftReplica(ReplicaHandlers):
     def _respond(self, request: Message, body: Response) -> None:
         self._out.append(Send(Message(self.node_id, request.source, request.correlation_id,
                                       body)))
+
+    def _kept_deadline(self, now: int) -> int:
+        """The election deadline for entering a newer epoch whose leader is unknown: the one
+        this replica was already waiting for. As in the Raft paper, only hearing from a leader
+        or granting a vote restarts the election timer; restarting it on every newer epoch
+        would let a candidate whose log is too short to win — which no one votes for — keep
+        pushing back the elections of the replicas that could win, round after round."""
+        s = self.state
+        if isinstance(s, Unattached | Resigned):
+            return s.election_deadline
+        if isinstance(s, Follower):
+            return s.fetch_deadline
+        if isinstance(s, Candidate):
+            return s.backoff_until if s.backoff_until is not None else s.election_deadline
+        return self._election_deadline(now)  # a leader stepping down waits a whole timeout
 
     def _election_deadline(self, now: int) -> int:
         timeout = self.config.election_timeout_ms

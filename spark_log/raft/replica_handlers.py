@@ -70,7 +70,7 @@ class ReplicaHandlers:
         if req.candidate_epoch < self.epoch:
             return answer(Error.FENCED_LEADER_EPOCH)
         if req.candidate_epoch > self.epoch:  # a leader steps down here too
-            self._transition(Unattached(req.candidate_epoch, self._election_deadline(now)))
+            self._transition(Unattached(req.candidate_epoch, self._kept_deadline(now)))
         s = self.state
         up_to_date = (req.last_epoch, req.last_offset) >= (self.log.last_epoch,
                                                             self.log.end_offset)

@@ -77,3 +77,24 @@ def test_a_follower_flushes_what_it_fetched_before_fetching_again() -> None:
 def test_only_a_leader_takes_proposals() -> None:
     r = replica(2, {1, 2, 3})
     assert r.propose([b"x"], 0) == (None, [])
+
+
+def test_a_refused_candidate_does_not_push_back_the_election_of_a_voter_that_can_win() -> None:
+    """Only granting a vote or hearing from a leader restarts the election timer (the Raft
+    paper's rule): a candidate with a shorter log, refused round after round, must not keep
+    moving the deadline of the voter with the longer log, or no election is ever won."""
+    from spark_log.raft.messages import Batch
+
+    r = RaftReplica(2, QuorumConfig(frozenset({1, 2, 3})), ElectionState(1),
+                    ReplicatedLog(None, [Batch(0, 1, (b"x",))]), None, 0, random.Random(7))
+    deadline = r.next_deadline()
+    for epoch, now in ((2, 100), (3, 300), (4, 500)):
+        actions = r.receive(Message(3, 2, epoch, VoteRequest(epoch, 3, 0, 0)), now)
+        answer = next(a.message.body for a in actions if isinstance(a, Send))
+        assert not answer.vote_granted and r.epoch == epoch  # its log is behind: refused
+        assert r.next_deadline() == deadline
+    r.tick(deadline)
+    assert r.epoch == 5 and r.state.granted == {2}  # it stands when its own timer runs out
+    granted = replica(1, {1, 2, 3})
+    granted.receive(Message(3, 1, 1, VoteRequest(1, 3, 0, 0)), 700)  # a vote given restarts it
+    assert granted.next_deadline() >= 700 + granted.config.election_timeout_ms
