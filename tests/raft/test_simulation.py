@@ -82,3 +82,28 @@ def test_the_checker_catches_a_broken_rule(monkeypatch: pytest.MonkeyPatch) -> N
         except Violation as e:
             caught.append(str(e))
     assert any("two leaders" in c for c in caught), caught[:3]
+
+
+def test_the_checker_catches_a_leader_without_committed_records(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Voters that ignore the candidate's log (Raft's election restriction broken) elect
+    leaders that lack committed records: leader completeness is checked, not assumed."""
+    import dataclasses
+
+    from spark_log.raft import replica_handlers
+
+    original = replica_handlers.ReplicaHandlers._on_vote_request
+
+    def careless(self, m, req, now):  # type: ignore[no-untyped-def]
+        boasted = dataclasses.replace(req, last_epoch=req.candidate_epoch - 1,
+                                      last_offset=1 << 40)  # every log looks long enough
+        return original(self, m, boasted, now)
+
+    monkeypatch.setattr(replica_handlers.ReplicaHandlers, "_on_vote_request", careless)
+    caught = []
+    for seed in range(100):
+        try:
+            run_seed(seed)
+        except Violation as e:
+            caught.append(str(e))
+    assert any("lacks committed offset" in c for c in caught), caught[:3]
