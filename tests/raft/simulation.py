@@ -8,9 +8,11 @@ Everything random comes from one seed, so a failing seed replays exactly:
     .venv/bin/python -m tests.raft.simulation --seeds 0:100000         # the long run
 
 The checker holds, at every step: at most one leader per epoch; a committed record is never
-lost or changed (every commit a replica announces agrees with every earlier one, and every newly
-elected leader holds all of them); every replica's applied records are a prefix of the committed
-log; a replica's high watermark never goes back. After the faults stop, a leader is elected,
+lost or changed (every commit a replica announces agrees with every earlier one, and every leader
+of an epoch later than the one a record was committed in holds it — Raft's leader completeness;
+a leader of an older epoch whose votes arrive late may lack it, and can commit nothing); every
+replica's applied records are a prefix of the committed log; a replica's high watermark never
+goes back. After the faults stop, a leader is elected,
 commits new records, and every replica applies everything committed (liveness).
 """
 
@@ -85,6 +87,7 @@ class App:
 class Checker:
     def __init__(self) -> None:
         self.committed: list[tuple[int, int, bytes, bool]] = []  # (offset, epoch, record, ctl)
+        self.commit_epochs: list[int] = []  # per committed offset: the first epoch it was in
         self.leaders: dict[int, int] = {}
         self.high_watermarks: dict[int, int] = {}
 
@@ -94,6 +97,8 @@ class Checker:
             raise Violation(f"epoch {epoch} has two leaders: {other} and {node}")
         log = replica.log
         for offset, epoch_, record, control in self.committed[log.start_offset:]:
+            if self.commit_epochs[offset] >= epoch:
+                continue  # committed in this epoch or a later one: not this leader's to hold
             batch = _batch_at(log, offset)
             if batch is None or (batch.epoch, batch.records[offset - batch.base_offset],
                                  batch.control) != (epoch_, record, control):
@@ -115,8 +120,10 @@ class Checker:
                     if self.committed[offset] != entry:
                         raise Violation(f"replica {node} commits {entry} where "
                                         f"{self.committed[offset]} was committed")
+                    self.commit_epochs[offset] = min(self.commit_epochs[offset], replica.epoch)
                 elif offset == len(self.committed):
                     self.committed.append(entry)
+                    self.commit_epochs.append(replica.epoch)
                 else:
                     raise Violation(f"replica {node} commits offset {offset} past the committed "
                                     f"end {len(self.committed)}")
