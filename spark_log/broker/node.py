@@ -99,8 +99,10 @@ class Node:
 
     def _identify(self) -> bool:
         """Lock every directory and read (or, for a new single node, write) its identity;
-        whether the data directory was new."""
-        created = False
+        whether the data directory is new: formatted just now, or by `spark-log storage format`
+        with no node started on it since (no metadata log yet)."""
+        metadata_dir = self.config.metadata_log_dir
+        created = metadata_dir is not None and not (metadata_dir / METADATA_LOG_DIR).exists()
         for directory, lock in zip(self.config.storage_dirs, self._locks, strict=True):
             prepare_data_dir(directory)
             lock.acquire()

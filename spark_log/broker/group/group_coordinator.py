@@ -38,6 +38,7 @@ from spark_log.broker.group.group_requests import (
 )
 from spark_log.broker.group.group_timer import CoordinatorTimer
 from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
+from spark_log.broker.replication.leader_epochs import NotLeaderError
 from spark_log.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -99,6 +100,11 @@ class GroupCoordinator(OffsetOperations):
             started = time.monotonic()
             try:
                 await self.state.load(partition)
+            except NotLeaderError:
+                log.info("%s-%d is led by another broker: its groups are not loaded here",
+                         OFFSETS_TOPIC, partition)
+                self.state.loading.discard(partition)
+                continue
             except Exception:
                 log.exception("Loading %s-%d failed", OFFSETS_TOPIC, partition)
             for group in self.groups.values():
