@@ -28,6 +28,7 @@ from spark_log.broker.cluster.controller_channel import ControllerChannel
 from spark_log.broker.cluster.metadata_cache import MetadataCache
 from spark_log.broker.cluster.metadata_publisher import MetadataPublisher
 from spark_log.broker.group.group_coordinator import GroupCoordinator
+from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
 from spark_log.broker.metrics.broker_metrics import BrokerMetrics
 from spark_log.broker.replication.replica_manager import ReplicaManager
 from spark_log.broker.server.dispatcher import Dispatcher
@@ -112,6 +113,8 @@ class Broker:
                                            self.topics.config_for)
         self.publisher.on_topics_deleted += [self.groups.on_topics_deleted,
                                              self.metrics.forget_topics]
+        self.publisher.on_elected.append(self._coordinator_elected)
+        self.publisher.on_resigned.append(self._coordinator_resigned)
         metadata.add_publisher(self.publisher.publish)
 
     async def start(self) -> None:
@@ -175,8 +178,16 @@ class Broker:
         self.logs.close()
         log.info("Broker %d shut down cleanly", self.node_id)
 
+    def _coordinator_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic == OFFSETS_TOPIC:
+            self.groups.on_elected(partition, leader_epoch)
+
+    def _coordinator_resigned(self, topic: str, partition: int) -> None:
+        if topic == OFFSETS_TOPIC:
+            self.groups.on_resigned(partition)
+
     def _internal_replication(self, topic: str) -> int:
-        key = "offsets.topic.replication.factor" if topic == "__consumer_offsets" \
+        key = "offsets.topic.replication.factor" if topic == OFFSETS_TOPIC \
             else "transaction.state.log.replication.factor"
         # A node that is its own quorum is the only broker there can be (Kafka's single-node
         # example configuration sets these to 1).

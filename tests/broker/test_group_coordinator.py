@@ -405,3 +405,29 @@ def test_state_is_rebuilt_from_the_log_after_a_restart(tmp_path: Path) -> None:
 
     ids, gen = asyncio.run(first_life())
     asyncio.run(second_life(ids, gen))
+
+
+# ---- leadership of the group's partition --------------------------------------------------
+def test_a_partition_led_elsewhere_is_unloaded_and_reloaded_when_led_again(
+        tmp_path: Path) -> None:
+    """Losing the leadership of a group's __consumer_offsets partition unloads its groups
+    (requests get NOT_COORDINATOR; other partitions' groups stay); regaining it loads them
+    back from the log."""
+
+    async def scenario(h: GroupHarness) -> None:
+        assert commit(h, "kept", offset=7) == [ErrorCode.none]
+        partition = h.coord.partition_for("kept")
+        other = next(f"elsewhere-{i}" for i in range(100)
+                     if h.coord.partition_for(f"elsewhere-{i}") != partition)
+        assert commit(h, other, offset=3) == [ErrorCode.none]
+        h.coord.on_resigned(partition)
+        assert commit_error(h, "kept", offset=8) == ErrorCode.not_coordinator
+        assert "kept" not in h.coord.groups
+        assert h.coord.state.offsets.get("kept", "t", 0) is None
+        assert h.coord.state.offsets.get(other, "t", 0).offset == 3  # another partition's
+        h.coord.on_elected(partition, 2)
+        await h.until_loaded()
+        assert h.coord.state.offsets.get("kept", "t", 0).offset == 7  # read back from the log
+        assert commit(h, "kept", offset=9) == [ErrorCode.none]
+
+    run(tmp_path, scenario)

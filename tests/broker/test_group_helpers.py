@@ -105,7 +105,8 @@ class GroupHarness:
     async def until_loaded(self) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + LOAD_TIMEOUT_S
-        while not self.coord.loaded():
+        every = set(range(self.coord.state.partitions))
+        while not (self.coord.loaded() and self.coord.state.loaded == every):
             assert loop.time() < deadline, "coordinator did not load"
             await asyncio.sleep(0.01)
 
@@ -124,7 +125,8 @@ async def running_broker(data_dir: Path, clock: ManualClock, loaded: bool = True
         # As a client's FindCoordinator would: __consumer_offsets exists and is loaded.
         harness = GroupHarness(node, clock)
         if loaded:
-            assert await node.broker.groups.find_coordinator() == ErrorCode.none
+            found = await node.broker.groups.find_coordinator("probe")
+            assert found[0] == ErrorCode.none
             await harness.until_loaded()
         yield harness
     finally:

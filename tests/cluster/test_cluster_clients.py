@@ -2,7 +2,9 @@
 real clients: it forms a quorum, registers every broker, and confluent-kafka, kafka-python,
 aiokafka and kcat create topics with replication factor 3 through any node and see leaders
 spread over the brokers; a request for a partition on a broker that does not lead it gets
-NOT_LEADER_OR_FOLLOWER with the current leader (KIP-951), and clients follow it.
+NOT_LEADER_OR_FOLLOWER with the current leader (KIP-951), and clients follow it. A group's
+coordinator is the leader of its `__consumer_offsets` partition, whichever node is asked, and
+consumer groups join, commit and read their offsets through any node.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC, partition_for
 from spark_log.protocol import ErrorCode
 from tests.broker.raw_client import RawClient
 from tests.broker.txn_support import raw_batch
@@ -183,3 +186,48 @@ def test_topic_data_lives_on_the_leader(cluster: ClusterProcess) -> None:
     for node in cluster.nodes:
         assert wait_for(lambda node=node: all(
             (Path(node.data_dir) / f"hosted-{p}").is_dir() for p in range(2)), 10)
+
+
+def coordinator_of(bootstrap: str, group: str) -> int:
+    with RawClient(bootstrap) as raw:
+        found = raw.request(10, 3, {"key": group, "key_type": 0})
+    assert found.error_code == ErrorCode.none, found
+    return found.node_id
+
+
+def test_a_groups_coordinator_is_the_leader_of_its_offsets_partition(
+        cluster: ClusterProcess) -> None:
+    groups = [f"coordinated-{i}" for i in range(12)]
+    coordinator_of(cluster.nodes[0].bootstrap, groups[0])  # creates __consumer_offsets
+    leaders = leaders_of(cluster.bootstrap, OFFSETS_TOPIC)
+    answers = {g: {coordinator_of(node.bootstrap, g) for node in cluster.nodes} for g in groups}
+    for group, named in answers.items():
+        assert named == {leaders[partition_for(group, len(leaders))]}, (group, named)
+    assert len(set().union(*answers.values())) >= 2  # coordinators spread over the nodes
+
+
+def test_consumer_groups_work_through_any_node(cluster: ClusterProcess) -> None:
+    create_topic(cluster.bootstrap, "grouped", 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(30):
+        producer.produce("grouped", value=b"%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    for n, node in enumerate(cluster.nodes):
+        group = f"grouped-{n}"
+        consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(["grouped"])
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 30 and time.monotonic() < deadline:  # join, sync, fetch
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen += 1
+        assert seen == 30
+        consumer.commit(asynchronous=False)
+        consumer.close()
+        other = cluster.nodes[(n + 1) % 3].bootstrap  # read back through another node
+        reader = Consumer({"bootstrap.servers": other, "group.id": group})
+        committed = reader.committed([TopicPartition("grouped", p) for p in range(3)], 30)
+        reader.close()
+        assert [tp.offset for tp in committed] == [10, 10, 10], (group, committed)

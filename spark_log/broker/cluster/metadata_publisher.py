@@ -66,6 +66,11 @@ class MetadataPublisher:
         self.config_for = config_for
         # Called with the names of deleted topics (the group coordinator drops their offsets).
         self.on_topics_deleted: list[Callable[[Iterable[str]], None]] = []
+        # Called with (topic, partition, leader epoch) when this broker becomes a partition's
+        # leader, and with (topic, partition) when it stops leading one it hosted (the
+        # coordinators load and unload their internal partitions).
+        self.on_elected: list[Callable[[str, int, int], None]] = []
+        self.on_resigned: list[Callable[[str, int], None]] = []
 
     def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         before = self.cache.image
@@ -82,6 +87,12 @@ class MetadataPublisher:
         for (topic, partition), info in sorted(hosted.items()):
             self.logs.get_or_create(topic, partition, self.config_for(image, topic))
             self.leadership.update_partition(topic, partition, info.partition)
+        for (topic, partition) in sorted({*changes.followers, *changes.deletes}):
+            for resigned in self.on_resigned:
+                resigned(topic, partition)
+        for (topic, partition), info in sorted(changes.elected_leaders.items()):
+            for elected in self.on_elected:
+                elected(topic, partition, info.partition.leader_epoch)
         deleted = sorted(changes.deleted_topics.values())
         if deleted:
             for callback in self.on_topics_deleted:

@@ -49,12 +49,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_TIMER_SLEEP_S = 0.25
+LOAD_WAIT_S = 5.0  # how long FindCoordinator waits for the group's partition to load
 CLASSIC_GROUP_TYPE = "classic"
 
 
 class GroupCoordinator(OffsetOperations):
-    """Invariant: while active, every `__consumer_offsets` partition is either loaded (its
-    groups are in memory) or in `state.loading`. Event-loop only."""
+    """The coordinator of the groups whose `__consumer_offsets` partitions this broker leads.
+
+    Invariants: while active, every partition the metadata says this broker leads is either
+    loaded (its groups are in memory) or in `state.loading`; the groups of any other partition
+    are not in memory (a partition whose leadership moved away is unloaded: parked requests
+    get NOT_COORDINATOR and its new leader loads it). Event-loop only."""
 
     def __init__(self, config: BrokerConfig, clock: Clock, topics: InternalTopics,
                  logs: PartitionLogs) -> None:
@@ -67,6 +72,8 @@ class GroupCoordinator(OffsetOperations):
         self.membership = GroupMembership(self.state.groups, self.state, self.timer, self.clock,
                                           self.settings)
         self._active = False
+        self._led: dict[int, int] = {}  # partition -> leader epoch, as the metadata says
+        self._loads: dict[int, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -75,11 +82,10 @@ class GroupCoordinator(OffsetOperations):
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
-        """Start serving; existing partitions load in the background."""
+        """Start serving; the partitions this broker leads load in the background."""
         self._active = True
-        if self.state.topic_exists():
-            self.state.loading = set(range(self.state.partitions))
-            self._tasks.append(asyncio.create_task(self._load_all()))
+        for partition in sorted(self._led):
+            self._begin_load(partition)
         self._tasks.append(asyncio.create_task(self._drive_timers()))
 
     async def stop(self) -> None:
@@ -90,29 +96,75 @@ class GroupCoordinator(OffsetOperations):
                 self.membership.unload(group)
         self.groups.clear()
         self.timer.clear()
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._loads.values()]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._loads.clear()
 
-    async def _load_all(self) -> None:
-        for partition in sorted(self.state.loading):
-            started = time.monotonic()
-            try:
-                await self.state.load(partition)
-            except NotLeaderError:
-                log.info("%s-%d is led by another broker: its groups are not loaded here",
-                         OFFSETS_TOPIC, partition)
-                self.state.loading.discard(partition)
-                continue
-            except Exception:
-                log.exception("Loading %s-%d failed", OFFSETS_TOPIC, partition)
-            for group in self.groups.values():
-                if self.state.partition_of(group.group_id) == partition:
-                    self.membership.on_loaded(group)
-            self.state.loading.discard(partition)
-            log.info("Finished loading offsets and group metadata from %s-%d in %d ms",
-                     OFFSETS_TOPIC, partition, (time.monotonic() - started) * 1000)
+    # ---- leadership of __consumer_offsets partitions (from the metadata) ------------------
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
+        """This broker now leads `partition` of `__consumer_offsets`: load its groups."""
+        self._led[partition] = leader_epoch
+        if self._active and partition not in self.state.loaded and \
+                partition not in self.state.loading:
+            self._begin_load(partition)
+
+    def on_resigned(self, partition: int) -> None:
+        """Another broker leads `partition` now (or nobody does): unload its groups."""
+        if self._led.pop(partition, None) is None:
+            return
+        load = self._loads.pop(partition, None)
+        if load is not None:
+            load.cancel()
+        self.state.loading.discard(partition)
+        if partition in self.state.loaded:
+            self.state.loaded.discard(partition)
+            log.info("%s-%d is led by another broker now: its groups are unloaded",
+                     OFFSETS_TOPIC, partition)
+        self._unload(partition)
+
+    def _unload(self, partition: int) -> None:
+        def owned(group_id: str) -> bool:
+            return self.state.partition_of(group_id) == partition
+
+        for group in [g for g in self.groups.values() if owned(g.group_id)]:
+            if not group.is_in(GroupState.DEAD):
+                self.membership.unload(group)
+            del self.groups[group.group_id]
+        self.state.offsets.forget(owned)
+
+    def _begin_load(self, partition: int) -> None:
+        self.state.loading.add(partition)
+        self._loads[partition] = asyncio.create_task(self._load(partition))
+
+    async def _load(self, partition: int) -> None:
+        started = time.monotonic()
+        try:
+            await self.state.load(partition)
+        except NotLeaderError:  # the metadata moved on while this load was queued
+            log.info("%s-%d is led by another broker: its groups are not loaded here",
+                     OFFSETS_TOPIC, partition)
+            self._finish_load(partition, loaded=False)
+            return
+        except asyncio.CancelledError:
+            self._unload(partition)  # what was read so far
+            raise
+        except Exception:
+            log.exception("Loading %s-%d failed", OFFSETS_TOPIC, partition)
+        for group in self.groups.values():
+            if self.state.partition_of(group.group_id) == partition:
+                self.membership.on_loaded(group)
+        self._finish_load(partition, loaded=True)
+        log.info("Finished loading offsets and group metadata from %s-%d in %d ms",
+                 OFFSETS_TOPIC, partition, (time.monotonic() - started) * 1000)
+
+    def _finish_load(self, partition: int, loaded: bool) -> None:
+        self.state.loading.discard(partition)
+        self._loads.pop(partition, None)
+        if loaded:
+            self.state.loaded.add(partition)
 
     async def _drive_timers(self) -> None:
         """Run due timeouts; sleep until the next deadline (at most MAX_TIMER_SLEEP_S, so a
@@ -144,26 +196,32 @@ class GroupCoordinator(OffsetOperations):
         if not self._active:
             raise KafkaError(ErrorCode.coordinator_not_available)
         self.state.ensure_topic()
-        if self.state.partition_of(group_id) in self.state.loading:
+        partition = self.state.partition_of(group_id)
+        if partition in self.state.loading:
             raise KafkaError(ErrorCode.coordinator_load_in_progress)
+        if partition not in self.state.loaded:
+            raise KafkaError(ErrorCode.not_coordinator)
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition holding `group_id` (for AddOffsetsToTxn)."""
         return self.state.partition_of(group_id)
 
-    async def find_coordinator(self) -> ErrorCode:
-        """FindCoordinator for a group: create the topic on first use; this broker leads."""
+    async def find_coordinator(self, group_id: str) -> tuple[ErrorCode, int]:
+        """FindCoordinator for a group: (error, its `__consumer_offsets` partition), the topic
+        created on first use. When this broker leads the partition, the answer waits (up to
+        LOAD_WAIT_S) for it to load, so the client's next request finds it ready."""
         try:
             await self.state.create_topic()
         except Exception as e:
             log.error("Cannot create %s: %s", OFFSETS_TOPIC, e)
-            return ErrorCode.coordinator_not_available
-        try:
-            self.ensure_ready("")
-        except KafkaError as e:
-            if e.code != ErrorCode.coordinator_load_in_progress:
-                return e.code
-        return ErrorCode.none
+            return ErrorCode.coordinator_not_available, -1
+        if not self._active:
+            return ErrorCode.coordinator_not_available, -1
+        partition = self.state.partition_of(group_id)
+        load = self._loads.get(partition)
+        if load is not None:
+            await asyncio.wait([load], timeout=LOAD_WAIT_S)
+        return ErrorCode.none, partition
 
     # ---- membership -------------------------------------------------------------------------
     async def join_group(self, req: JoinRequest) -> dict[str, Any]:

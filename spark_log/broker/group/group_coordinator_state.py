@@ -77,10 +77,10 @@ _APPEND_ERRORS = {
 
 
 class CoordinatorState:
-    """Groups by id and the offset store, plus the partitions still loading.
+    """Groups by id and the offset store, plus the partitions loading and loaded.
 
-    Invariants: a group is in `groups` only if its partition has loaded; memory reflects every
-    record appended or loaded, in log order. Event-loop only."""
+    Invariants: a group is in `groups` only if its partition has loaded (or is loading);
+    memory reflects every record appended or loaded, in log order. Event-loop only."""
 
     def __init__(self, config: BrokerConfig, clock: Clock, topics: InternalTopics,
                  logs: PartitionLogs) -> None:
@@ -90,7 +90,8 @@ class CoordinatorState:
         self.logs = logs
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
-        self.loading: set[int] = set()
+        self.loading: set[int] = set()  # partitions being loaded
+        self.loaded: set[int] = set()  # partitions whose groups are in memory
         self.creation = TopicCreation(topics, OFFSETS_TOPIC, lambda: self.partitions,
                                       lambda: topic_configs(self.config))
 

@@ -100,6 +100,20 @@ class OffsetStore:
             if existing is None or entry.record_offset > existing.record_offset:
                 committed[tp] = entry
 
+    def forget(self, owns: Callable[[str], bool]) -> None:
+        """Drop every offset, committed or pending, of the groups `owns` selects (the groups of
+        a partition this broker no longer leads: its new leader loads them)."""
+        for group_id in [g for g in self._committed if owns(g)]:
+            del self._committed[group_id]
+        for producer_id in list(self._pending):
+            pending = self._pending[producer_id]
+            for group_id in [g for g in pending if owns(g)]:
+                del pending[group_id]
+            if not pending:
+                del self._pending[producer_id]
+        for group_id in [g for g in self._open if owns(g)]:
+            del self._open[group_id]
+
     # ---- queries ----------------------------------------------------------------------------
     def get(self, group_id: str, topic: str, partition: int) -> OffsetAndMetadata | None:
         return self._committed.get(group_id, {}).get((topic, partition))

@@ -2,7 +2,9 @@
 ListGroups, DescribeGroups and DeleteGroups.
 
 Each handler turns its request version into a call on `services.groups` (the group coordinator)
-and its answer back into a version-independent response. Version differences handled here:
+and its answer back into a version-independent response. FindCoordinator names, for a group,
+the leader of its `__consumer_offsets` partition (for a transactional id, this broker, until the
+transaction coordinator follows its partitions' leaders too). Version differences handled here:
 FindCoordinator batches keys from v4; JoinGroup v0 has no rebalance timeout (the session timeout
 is used) and before v7 the protocol name is not nullable; LeaveGroup carries one member before
 v3 and reports that member's error at the top level; DescribeGroups lists authorized
@@ -14,8 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from spark_log.broker.group.group_requests import JoinRequest, SyncRequest
+from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
+from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import ms
@@ -52,18 +56,32 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> dict[str
 async def _coordinator(ctx: RequestContext, key: str, key_type: int, with_message: bool
                        ) -> dict[str, Any]:
     services = ctx.services
+    node: tuple[int, str, int] | None = None
     if key_type == GROUP_KEY_TYPE:
-        error = await services.groups.find_coordinator()
+        error, partition = await services.groups.find_coordinator(key)
+        if error == ErrorCode.none:
+            node = _leader(services, OFFSETS_TOPIC, partition)
+            error = ErrorCode.none if node is not None else ErrorCode.coordinator_not_available
     elif key_type == TRANSACTION_KEY_TYPE:
-        error = await services.transactions.prepare()  # this broker coordinates them too
+        error = await services.transactions.prepare()  # this broker coordinates them
+        node = (services.node_id, services.advertised_host, services.advertised_port)
     else:
         error = ErrorCode.invalid_request
-    found = error == ErrorCode.none
+    node_id, host, port = node if error == ErrorCode.none and node is not None else (-1, "", -1)
     return {"key": key, "error_code": error,
             "error_message": _MESSAGES.get(error, error.name.upper()) if with_message else None,
-            "node_id": services.node_id if found else -1,
-            "host": services.advertised_host if found else "",
-            "port": services.advertised_port if found else -1}
+            "node_id": node_id, "host": host, "port": port}
+
+
+def _leader(services: Services, topic: str, partition: int) -> tuple[int, str, int] | None:
+    """The live leader of a coordinator's partition, with its endpoint on the clients'
+    listener; None while the partition has none (COORDINATOR_NOT_AVAILABLE, and the client
+    asks again)."""
+    state = services.cluster.partition(topic, partition)
+    if state is None or state.leader < 0:
+        return None
+    endpoint = services.cluster.endpoint(state.leader, services.listener_name)
+    return None if endpoint is None else (state.leader, *endpoint)
 
 
 # ---- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -------------------------------------------
