@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from spark_log.broker.broker_config import BrokerConfig
+from spark_log.broker.cluster.broker_channel import BrokerChannel
 from spark_log.broker.cluster.broker_lifecycle import BrokerLifecycle, ListenerEndpoint
 from spark_log.broker.cluster.controller_channel import ControllerChannel
 from spark_log.broker.cluster.metadata_cache import MetadataCache
@@ -38,6 +39,7 @@ from spark_log.broker.server.services import Services
 from spark_log.broker.topics.topic_manager import TopicManager
 from spark_log.broker.transaction.producer_id_manager import ProducerIdManager
 from spark_log.broker.transaction.transaction_coordinator import TransactionCoordinator
+from spark_log.broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from spark_log.clock import Clock
 from spark_log.metadata import MetadataDelta, MetadataImage
 from spark_log.metadata.metadata_topic import METADATA_TOPIC
@@ -107,8 +109,10 @@ class Broker:
                                   last_stable_offset=self.replicas.last_stable_offset,
                                   batch_policy=TRANSACTIONAL_BATCH_POLICY)
         self.groups = GroupCoordinator(self.config, self.clock, self.topics, self.replicas)
+        self.brokers = BrokerChannel(self.node_id, self.cache, self.listener_name)
         self.transactions = TransactionCoordinator(self.config, self.clock, self.topics,
-                                                   self.replicas, self.groups, self.producer_ids)
+                                                   self.replicas, self.groups, self.producer_ids,
+                                                   self.node_id, self.brokers)
         self.publisher = MetadataPublisher(self.node_id, self.cache, self.logs, self.replicas,
                                            self.topics.config_for)
         self.publisher.on_topics_deleted += [self.groups.on_topics_deleted,
@@ -170,6 +174,7 @@ class Broker:
         self.replicas.wake_all()
         await self.groups.stop()
         await self.transactions.stop()
+        await self.brokers.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -181,10 +186,14 @@ class Broker:
     def _coordinator_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic == OFFSETS_TOPIC:
             self.groups.on_elected(partition, leader_epoch)
+        elif topic == TRANSACTION_STATE_TOPIC:
+            self.transactions.on_elected(partition, leader_epoch)
 
     def _coordinator_resigned(self, topic: str, partition: int) -> None:
         if topic == OFFSETS_TOPIC:
             self.groups.on_resigned(partition)
+        elif topic == TRANSACTION_STATE_TOPIC:
+            self.transactions.on_resigned(partition)
 
     def _internal_replication(self, topic: str) -> int:
         key = "offsets.topic.replication.factor" if topic == OFFSETS_TOPIC \

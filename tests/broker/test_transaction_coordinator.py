@@ -58,9 +58,10 @@ async def running(data_dir: Path, clock: ManualClock) -> AsyncIterator[Broker]:
             await broker.topics.create(TOPIC, 1)
         # As a client's FindCoordinator and InitProducerId would: __transaction_state exists
         # and a producer-id block is at hand.
-        assert await broker.transactions.prepare() == ErrorCode.none
+        assert (await broker.transactions.find_coordinator("probe"))[0] == ErrorCode.none
         await broker.producer_ids.ready()
-        while not broker.transactions.loaded():
+        every = set(range(broker.transactions.state.partitions))
+        while not (broker.transactions.loaded() and broker.transactions.state.loaded == every):
             await asyncio.sleep(0.01)
         yield broker
     finally:
@@ -246,7 +247,7 @@ async def test_markers_that_cannot_be_written_are_retried_meanwhile_concurrent(
         pid, epoch = open_transaction(c, broker)
         real = module.write_markers
         monkeypatch.setattr(module, "write_markers",
-                            lambda b, partitions, *a: set(partitions))  # every write fails
+                            lambda b, partitions, *a: (set(partitions), {}))  # all fail
         c.end_transaction(TID, pid, epoch, True)  # the decision is durable: NONE
         assert c.transactions[TID].state == TxnState.PREPARE_COMMIT
         assert error_of(lambda: c.end_transaction(TID, pid, epoch, True)) == \

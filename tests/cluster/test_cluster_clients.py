@@ -4,7 +4,8 @@ aiokafka and kcat create topics with replication factor 3 through any node and s
 spread over the brokers; a request for a partition on a broker that does not lead it gets
 NOT_LEADER_OR_FOLLOWER with the current leader (KIP-951), and clients follow it. A group's
 coordinator is the leader of its `__consumer_offsets` partition, whichever node is asked, and
-consumer groups join, commit and read their offsets through any node.
+consumer groups join, commit and read their offsets through any node; a transaction over
+partitions led by every node commits (and aborts) everywhere, offsets included.
 """
 
 from __future__ import annotations
@@ -231,3 +232,49 @@ def test_consumer_groups_work_through_any_node(cluster: ClusterProcess) -> None:
         committed = reader.committed([TopicPartition("grouped", p) for p in range(3)], 30)
         reader.close()
         assert [tp.offset for tp in committed] == [10, 10, 10], (group, committed)
+
+
+def test_transactions_span_partitions_led_by_every_node(cluster: ClusterProcess) -> None:
+    """A transactional producer writes to partitions led by all three nodes and commits a
+    group's offsets with them: its coordinator (the leader of its __transaction_state
+    partition) sends the markers to every leader; read_committed consumers see the committed
+    transaction only, and the group sees its offsets."""
+    create_topic(cluster.bootstrap, "txn-out", 3)
+    assert set(leaders_of(cluster.bootstrap, "txn-out").values()) == {1, 2, 3}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap,
+                         "transactional.id": "spread-txn"})
+    producer.init_transactions(30)
+    with RawClient(cluster.nodes[2].bootstrap) as raw:
+        found = raw.request(10, 3, {"key": "spread-txn", "key_type": 1})
+    assert found.error_code == ErrorCode.none
+    txn_leaders = leaders_of(cluster.bootstrap, "__transaction_state")
+    assert found.node_id == txn_leaders[partition_for("spread-txn", len(txn_leaders))]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-group",
+                         "enable.auto.commit": False})
+    for outcome in ("commit", "abort"):
+        producer.begin_transaction()
+        for partition in range(3):
+            producer.produce("txn-out", value=outcome.encode(), partition=partition)
+        producer.send_offsets_to_transaction(
+            [TopicPartition("txn-out", 0, 42 if outcome == "commit" else 99)],
+            consumer.consumer_group_metadata(), 30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-reader",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    reader.assign([TopicPartition("txn-out", p) for p in range(3)])
+    values = []
+    deadline = time.monotonic() + 30
+    while len(values) < 3 and time.monotonic() < deadline:
+        message = reader.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append((message.partition(), message.value()))
+    extra = reader.poll(2)  # nothing of the aborted transaction follows
+    reader.close()
+    assert sorted(values) == [(0, b"commit"), (1, b"commit"), (2, b"commit")]
+    assert extra is None or extra.error() is not None
+    committed = consumer.committed([TopicPartition("txn-out", 0)], 30)
+    consumer.close()
+    assert committed[0].offset == 42

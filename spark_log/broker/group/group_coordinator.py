@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from spark_log.broker.coordinator.coordinator_partitions import CoordinatorPartitions
 from spark_log.broker.errors import KafkaError
 from spark_log.broker.group.group import ClassicGroup, GroupState, Responder
 from spark_log.broker.group.group_coordinator_offsets import OffsetOperations
@@ -72,8 +73,8 @@ class GroupCoordinator(OffsetOperations):
         self.membership = GroupMembership(self.state.groups, self.state, self.timer, self.clock,
                                           self.settings)
         self._active = False
-        self._led: dict[int, int] = {}  # partition -> leader epoch, as the metadata says
-        self._loads: dict[int, asyncio.Task[None]] = {}
+        self.partitions = CoordinatorPartitions(self._load, self._unload, self.state.loading,
+                                                self.state.loaded)
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -84,46 +85,33 @@ class GroupCoordinator(OffsetOperations):
     def start(self) -> None:
         """Start serving; the partitions this broker leads load in the background."""
         self._active = True
-        for partition in sorted(self._led):
-            self._begin_load(partition)
+        self.partitions.start()
         self._tasks.append(asyncio.create_task(self._drive_timers()))
 
     async def stop(self) -> None:
         """Stop serving: parked JoinGroup/SyncGroup requests get NOT_COORDINATOR."""
         self._active = False
+        await self.partitions.stop()
         for group in list(self.groups.values()):
             if not group.is_in(GroupState.DEAD):
                 self.membership.unload(group)
         self.groups.clear()
         self.timer.clear()
-        tasks = [*self._tasks, *self._loads.values()]
-        for task in tasks:
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        self._loads.clear()
 
     # ---- leadership of __consumer_offsets partitions (from the metadata) ------------------
     def on_elected(self, partition: int, leader_epoch: int) -> None:
         """This broker now leads `partition` of `__consumer_offsets`: load its groups."""
-        self._led[partition] = leader_epoch
-        if self._active and partition not in self.state.loaded and \
-                partition not in self.state.loading:
-            self._begin_load(partition)
+        self.partitions.elected(partition, leader_epoch)
 
     def on_resigned(self, partition: int) -> None:
         """Another broker leads `partition` now (or nobody does): unload its groups."""
-        if self._led.pop(partition, None) is None:
-            return
-        load = self._loads.pop(partition, None)
-        if load is not None:
-            load.cancel()
-        self.state.loading.discard(partition)
-        if partition in self.state.loaded:
-            self.state.loaded.discard(partition)
+        if self.partitions.resigned(partition):
             log.info("%s-%d is led by another broker now: its groups are unloaded",
                      OFFSETS_TOPIC, partition)
-        self._unload(partition)
 
     def _unload(self, partition: int) -> None:
         def owned(group_id: str) -> bool:
@@ -135,36 +123,22 @@ class GroupCoordinator(OffsetOperations):
             del self.groups[group.group_id]
         self.state.offsets.forget(owned)
 
-    def _begin_load(self, partition: int) -> None:
-        self.state.loading.add(partition)
-        self._loads[partition] = asyncio.create_task(self._load(partition))
-
-    async def _load(self, partition: int) -> None:
+    async def _load(self, partition: int) -> bool:
         started = time.monotonic()
         try:
             await self.state.load(partition)
         except NotLeaderError:  # the metadata moved on while this load was queued
             log.info("%s-%d is led by another broker: its groups are not loaded here",
                      OFFSETS_TOPIC, partition)
-            self._finish_load(partition, loaded=False)
-            return
-        except asyncio.CancelledError:
-            self._unload(partition)  # what was read so far
-            raise
+            return False
         except Exception:
             log.exception("Loading %s-%d failed", OFFSETS_TOPIC, partition)
         for group in self.groups.values():
             if self.state.partition_of(group.group_id) == partition:
                 self.membership.on_loaded(group)
-        self._finish_load(partition, loaded=True)
         log.info("Finished loading offsets and group metadata from %s-%d in %d ms",
                  OFFSETS_TOPIC, partition, (time.monotonic() - started) * 1000)
-
-    def _finish_load(self, partition: int, loaded: bool) -> None:
-        self.state.loading.discard(partition)
-        self._loads.pop(partition, None)
-        if loaded:
-            self.state.loaded.add(partition)
+        return True
 
     async def _drive_timers(self) -> None:
         """Run due timeouts; sleep until the next deadline (at most MAX_TIMER_SLEEP_S, so a
@@ -218,7 +192,7 @@ class GroupCoordinator(OffsetOperations):
         if not self._active:
             return ErrorCode.coordinator_not_available, -1
         partition = self.state.partition_of(group_id)
-        load = self._loads.get(partition)
+        load = self.partitions.load_of(partition)
         if load is not None:
             await asyncio.wait([load], timeout=LOAD_WAIT_S)
         return ErrorCode.none, partition

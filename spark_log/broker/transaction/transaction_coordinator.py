@@ -21,10 +21,14 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from spark_log.broker.coordinator.coordinator_partitions import CoordinatorPartitions
 from spark_log.broker.errors import KafkaError
 from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
+from spark_log.broker.replication.leader_epochs import NotLeaderError
 from spark_log.broker.transaction.transaction_markers import (
     MarkerChannel,
+    OtherBrokers,
+    send_markers,
     write_marker,
     write_markers,
 )
@@ -55,6 +59,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+LOAD_WAIT_S = 5.0  # how long FindCoordinator waits for the id's partition to load
+MARKER_ATTEMPTS = 5  # markers sent to other brokers before the periodic retry takes over
+MARKER_BACKOFF_S = 0.1
+
 
 class TransactionCoordinator:
     """Invariant: a transactional id's in-memory metadata is the last state written for it to
@@ -62,15 +70,18 @@ class TransactionCoordinator:
 
     def __init__(self, config: BrokerConfig, clock: Clock, topics: InternalTopics,
                  logs: PartitionLogs, groups: TransactionalOffsets,
-                 producer_ids: ProducerIdSource) -> None:
+                 producer_ids: ProducerIdSource, node_id: int = -1,
+                 brokers: OtherBrokers | None = None) -> None:
         self.config = config
         self.clock = clock
         self.groups = groups
         self.producer_ids = producer_ids
         self.state = TransactionStateManager(config, clock, topics, logs)
-        self.markers = MarkerChannel(groups, logs, clock)
+        self.markers = MarkerChannel(groups, logs, clock, node_id, brokers)
         self._active = False
-        self._tasks: list[asyncio.Task[None]] = []
+        self.partitions = CoordinatorPartitions(self._load, self._unload, self.state.loading,
+                                                self.state.loaded)
+        self._sending: dict[str, asyncio.Task[None]] = {}  # markers on their way, by id
 
     @property
     def transactions(self) -> dict[str, TransactionMetadata]:
@@ -78,28 +89,48 @@ class TransactionCoordinator:
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
-        """Serve requests; existing `__transaction_state` partitions load in the background."""
+        """Serve requests; the `__transaction_state` partitions this broker leads load in the
+        background."""
         self._active = True
-        if self.state.topic_exists():
-            self.state.loading = set(range(self.state.partitions))
-            self._tasks.append(asyncio.create_task(self._load_all()))
+        self.partitions.start()
 
     async def stop(self) -> None:
         self._active = False
-        for task in self._tasks:
+        await self.partitions.stop()
+        sending = list(self._sending.values())
+        for task in sending:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*sending, return_exceptions=True)
 
-    async def _load_all(self) -> None:
-        preparing: list[TransactionMetadata] = []
-        for partition in sorted(self.state.loading):
-            try:
-                preparing += await self.state.load(partition)
-            except Exception:
-                log.exception("Loading %s-%d failed", TRANSACTION_STATE_TOPIC, partition)
-            self.state.loading.discard(partition)  # preparing ids answer CONCURRENT_...
-        log.info("Loaded %d transactional ids from %s", len(self.transactions),
-                 TRANSACTION_STATE_TOPIC)
+    # ---- leadership of __transaction_state partitions (from the metadata) -----------------
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
+        """This broker now leads `partition`: load its transactional ids."""
+        self.partitions.elected(partition, leader_epoch)
+
+    def on_resigned(self, partition: int) -> None:
+        """Another broker leads `partition` now (or nobody does): forget its ids."""
+        if self.partitions.resigned(partition):
+            log.info("%s-%d is led by another broker now: its transactional ids are unloaded",
+                     TRANSACTION_STATE_TOPIC, partition)
+
+    def _unload(self, partition: int) -> None:
+        for transactional_id in [t for t in self._sending
+                                 if self.state.partition_of(t) == partition]:
+            self._sending.pop(transactional_id).cancel()
+        self.state.unload(partition)
+
+    async def _load(self, partition: int) -> bool:
+        try:
+            preparing = await self.state.load(partition)
+        except NotLeaderError:
+            log.info("%s-%d is led by another broker: its transactional ids are not loaded "
+                     "here", TRANSACTION_STATE_TOPIC, partition)
+            return False
+        except Exception:
+            log.exception("Loading %s-%d failed", TRANSACTION_STATE_TOPIC, partition)
+            preparing = []
+        log.info("Loaded %s-%d: %d transactional ids here", TRANSACTION_STATE_TOPIC, partition,
+                 len(self.transactions))
         await self._groups_loaded()
         for metadata in preparing:  # decided before the restart: finish them
             try:
@@ -107,6 +138,7 @@ class TransactionCoordinator:
             except Exception:
                 log.exception("Finishing the transaction of %s failed",
                               metadata.transactional_id)
+        return True
 
     async def _groups_loaded(self) -> None:
         """Markers for __consumer_offsets must wait until the group coordinator has replayed
@@ -118,14 +150,27 @@ class TransactionCoordinator:
         return not self.state.loading
 
     async def prepare(self) -> ErrorCode:
-        """FindCoordinator and InitProducerId first: `__transaction_state` exists (created on
-        first use through the controller, awaited here)."""
+        """InitProducerId first: `__transaction_state` exists (created on first use through
+        the controller, awaited here)."""
         try:
             await self.state.create_topic()
         except Exception as e:
             log.error("Cannot create %s: %s", TRANSACTION_STATE_TOPIC, e)
             return ErrorCode.coordinator_not_available
         return ErrorCode.none
+
+    async def find_coordinator(self, transactional_id: str) -> tuple[ErrorCode, int]:
+        """FindCoordinator for a transactional id: (error, its `__transaction_state`
+        partition), the topic created on first use; on the partition's leader the answer
+        waits (up to LOAD_WAIT_S) for the partition to load."""
+        error = await self.prepare()
+        if error != ErrorCode.none or not self._active:
+            return error if error != ErrorCode.none else ErrorCode.coordinator_not_available, -1
+        partition = self.state.partition_of(transactional_id)
+        load = self.partitions.load_of(partition)
+        if load is not None:
+            await asyncio.wait([load], timeout=LOAD_WAIT_S)
+        return ErrorCode.none, partition
 
     def ensure_ready(self, transactional_id: str | None) -> None:
         if not transactional_id:
@@ -135,6 +180,8 @@ class TransactionCoordinator:
         self.state.ensure_topic()
         if self.state.is_loading(transactional_id):
             raise KafkaError(ErrorCode.coordinator_load_in_progress)
+        if not self.state.owns(transactional_id):
+            raise KafkaError(ErrorCode.not_coordinator)
 
     # ---- InitProducerId ---------------------------------------------------------------------
     def init_producer_id(self, transactional_id: str, timeout_ms: int,
@@ -233,12 +280,48 @@ class TransactionCoordinator:
 
     def _finish(self, prepared: TransactionMetadata) -> TransactionMetadata:
         """Write the markers of a preparing transaction, then complete it; returns the state
-        reached (still preparing if a marker must be retried)."""
+        reached (still preparing if a marker must be retried, or is on its way to another
+        broker — the transaction completes when that broker has written it)."""
+        if prepared.transactional_id in self._sending:
+            return prepared
         commit = prepared.state == TxnState.PREPARE_COMMIT
-        retry = write_markers(self.markers, prepared.partitions, prepared.producer_id,
-                              prepared.producer_epoch, commit)
+        retry, remote = write_markers(self.markers, prepared.partitions, prepared.producer_id,
+                                      prepared.producer_epoch, commit)
         if retry:
             return prepared
+        if remote:
+            self._sending[prepared.transactional_id] = asyncio.create_task(
+                self._send_then_complete(prepared, remote, commit))
+            return prepared
+        return self._complete(prepared)
+
+    async def _send_then_complete(self, prepared: TransactionMetadata,
+                                  remote: dict[int, list[TopicPartition]], commit: bool) -> None:
+        """Send the markers other brokers lead (again at their current leaders, a few times),
+        then complete the transaction; left preparing — for the periodic retry — otherwise."""
+        transactional_id = prepared.transactional_id
+        try:
+            for attempt in range(MARKER_ATTEMPTS):
+                retry = await send_markers(self.markers, remote, prepared.producer_id,
+                                           prepared.producer_epoch, commit)
+                if not retry:
+                    break
+                await asyncio.sleep(MARKER_BACKOFF_S * (attempt + 1))
+                local, remote = write_markers(self.markers, retry, prepared.producer_id,
+                                              prepared.producer_epoch, commit)
+                if local:
+                    return
+            else:
+                return
+            if self.transactions.get(transactional_id) is prepared:
+                self._sending.pop(transactional_id, None)
+                self._complete(prepared)
+        finally:
+            if self._sending.get(transactional_id) is asyncio.current_task():
+                del self._sending[transactional_id]
+
+    def _complete(self, prepared: TransactionMetadata) -> TransactionMetadata:
+        commit = prepared.state == TxnState.PREPARE_COMMIT
         completed = prepared.complete_end(self.clock.now_ms())
         try:
             self.state.write(completed)

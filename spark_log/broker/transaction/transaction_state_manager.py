@@ -53,8 +53,8 @@ _APPEND_ERRORS = {
 
 
 class TransactionStateManager:
-    """Invariants: an id is in `transactions` only once its partition has loaded, and its
-    metadata is the last value written for it. Event-loop only."""
+    """Invariants: an id is in `transactions` only while its partition is loaded here (or
+    loading), and its metadata is the last value written for it. Event-loop only."""
 
     def __init__(self, config: BrokerConfig, clock: Clock, topics: InternalTopics,
                  logs: PartitionLogs) -> None:
@@ -63,7 +63,8 @@ class TransactionStateManager:
         self.topics = topics
         self.logs = logs
         self.transactions: dict[str, TransactionMetadata] = {}
-        self.loading: set[int] = set()
+        self.loading: set[int] = set()  # partitions being loaded
+        self.loaded: set[int] = set()  # partitions whose ids are in memory
         existing = topics.partition_count(TRANSACTION_STATE_TOPIC)
         self.partitions: int = existing if existing is not None else \
             self.config.get("transaction.state.log.num.partitions")
@@ -95,6 +96,16 @@ class TransactionStateManager:
 
     def is_loading(self, transactional_id: str) -> bool:
         return self.partition_of(transactional_id) in self.loading
+
+    def owns(self, transactional_id: str) -> bool:
+        """Whether the id's partition is loaded here (this broker coordinates the id)."""
+        return self.partition_of(transactional_id) in self.loaded
+
+    def unload(self, partition: int) -> None:
+        """Forget the ids of `partition` (another broker leads it now)."""
+        for transactional_id in [t for t in self.transactions
+                                 if self.partition_of(t) == partition]:
+            del self.transactions[transactional_id]
 
     # ---- writing --------------------------------------------------------------------------
     def write(self, new: TransactionMetadata) -> None:

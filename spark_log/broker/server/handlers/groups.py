@@ -3,8 +3,8 @@ ListGroups, DescribeGroups and DeleteGroups.
 
 Each handler turns its request version into a call on `services.groups` (the group coordinator)
 and its answer back into a version-independent response. FindCoordinator names, for a group,
-the leader of its `__consumer_offsets` partition (for a transactional id, this broker, until the
-transaction coordinator follows its partitions' leaders too). Version differences handled here:
+the leader of its `__consumer_offsets` partition, for a transactional id the leader of its
+`__transaction_state` partition. Version differences handled here:
 FindCoordinator batches keys from v4; JoinGroup v0 has no rebalance timeout (the session timeout
 is used) and before v7 the protocol name is not nullable; LeaveGroup carries one member before
 v3 and reports that member's error at the top level; DescribeGroups lists authorized
@@ -20,6 +20,7 @@ from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
+from spark_log.broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import ms
@@ -63,8 +64,10 @@ async def _coordinator(ctx: RequestContext, key: str, key_type: int, with_messag
             node = _leader(services, OFFSETS_TOPIC, partition)
             error = ErrorCode.none if node is not None else ErrorCode.coordinator_not_available
     elif key_type == TRANSACTION_KEY_TYPE:
-        error = await services.transactions.prepare()  # this broker coordinates them
-        node = (services.node_id, services.advertised_host, services.advertised_port)
+        error, partition = await services.transactions.find_coordinator(key)
+        if error == ErrorCode.none:
+            node = _leader(services, TRANSACTION_STATE_TOPIC, partition)
+            error = ErrorCode.none if node is not None else ErrorCode.coordinator_not_available
     else:
         error = ErrorCode.invalid_request
     node_id, host, port = node if error == ErrorCode.none and node is not None else (-1, "", -1)

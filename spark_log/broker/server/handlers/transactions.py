@@ -84,7 +84,8 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> dict[s
     try:
         if not request.group_id:
             raise KafkaError(ErrorCode.invalid_group_id)
-        ctx.services.groups.ensure_ready(request.group_id)
+        # Only the group's partition joins the transaction here; its coordinator (maybe on
+        # another broker) answers the TxnOffsetCommit that follows.
         ctx.services.transactions.add_offsets(request.transactional_id, request.producer_id,
                                             request.producer_epoch, request.group_id)
         code = ErrorCode.none
@@ -136,7 +137,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> dict[st
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
 async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    """For tools: write the given markers (this broker leads every partition)."""
+    """From another broker's transaction coordinator, or a tool: write the given markers to
+    the partitions this broker leads (NOT_LEADER_OR_FOLLOWER for the others; the sender asks
+    their leader)."""
     transactions = ctx.services.transactions
     results = []
     for marker in request.markers:
