@@ -271,12 +271,16 @@ class Simulation:
             self.checker.applied(node, app)
         elif isinstance(action, Commit):
             self.checker.committed_to(node, action.high_watermark, replica)
-            self._apply(node, replica, app)
+            self._apply(node, replica, app, action.high_watermark)
         elif isinstance(action, LeaderChange) and action.leader_id == node:
             self.checker.leader_elected(node, action.epoch, replica)
 
-    def _apply(self, node: int, replica: RaftReplica, app: App) -> None:
+    def _apply(self, node: int, replica: RaftReplica, app: App, high_watermark: int) -> None:
+        # Up to the Commit action's high watermark: one step can raise it twice (Commit(29),
+        # Commit(32)), and while the first is carried out the replica already says 32.
         for batch in replica.committed(app.next_offset):
+            if batch.next_offset > high_watermark:
+                break
             if not batch.control:
                 app.applied += [(batch.base_offset + i, r) for i, r in enumerate(batch.records)]
             app.next_offset, app.last_epoch = batch.next_offset, batch.epoch
