@@ -3,7 +3,7 @@ it runs on.
 
 It turns the requests brokers forward into metadata records and commits them through the
 quorum (`raft`): broker registration and heartbeats, fencing, topics, configs, producer-id
-blocks, leader elections (AlterPartition, ISR changes, comes next). It runs the pure state
+blocks, leader elections, ISR changes (AlterPartition). It runs the pure state
 machines of `raft` and `metadata` on real files and sockets:
 
     quorum_controller.py     QuorumController: follows the committed log on every controller;
@@ -30,7 +30,8 @@ working image and a request (time, randomness and the next log offset passed in)
     broker_heartbeats.py     broker sessions: the soft state kept outside the log
     cluster_control.py       BrokerRegistration, BrokerHeartbeat, UnregisterBroker, expiry
     broker_leadership.py     the records a broker fenced, unfenced, shutting down calls for
-    replication_control.py   CreateTopics, CreatePartitions (AlterPartition: next stage)
+    replication_control.py   CreateTopics, CreatePartitions
+    alter_partition.py       AlterPartition: a leader's ISR changes
     topic_deletion.py        DeleteTopics
     leader_election.py       ElectLeaders, the preferred-leader rebalance, unclean elections
     topic_configs.py         a topic's effective configs and their checks

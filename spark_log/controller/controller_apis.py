@@ -15,6 +15,7 @@ from spark_log.metadata import MetadataImage
 from spark_log.metadata.records import ZERO_UUID
 from spark_log.protocol import ErrorCode
 
+from .alter_partition import alter_partition
 from .broker_heartbeats import BrokerHeartbeats
 from .cluster_control import broker_heartbeat, register_broker, unregister_broker
 from .config_control import alter_configs, incremental_alter_configs
@@ -41,6 +42,7 @@ DELETE_TOPICS = 20
 ALTER_CONFIGS = 33
 CREATE_PARTITIONS = 37
 ELECT_LEADERS = 43
+ALTER_PARTITION = 56
 INCREMENTAL_ALTER_CONFIGS = 44
 BROKER_REGISTRATION = 62
 BROKER_HEARTBEAT = 63
@@ -94,6 +96,7 @@ _DECISIONS: Mapping[int, Decision] = {
     ALTER_CONFIGS: lambda c, r: alter_configs(c.image, r, settings=c.settings),
     ALLOCATE_PRODUCER_IDS: lambda c, r: allocate_producer_ids(c.image, r),
     ELECT_LEADERS: lambda c, r: elect_leaders(c.image, r),
+    ALTER_PARTITION: lambda c, r: alter_partition(c.image, r),
 }
 
 CONTROLLER_APIS = frozenset(_DECISIONS)
@@ -142,6 +145,8 @@ _ERROR_RESPONSES: Mapping[int, Callable[[Any, ApiError], Any]] = {
     ALLOCATE_PRODUCER_IDS: lambda r, e: response_for(r, {
         "error_code": e.code, "producer_id_start": 0, "producer_id_len": 0}),
     ELECT_LEADERS: every_partition_fails,
+    ALTER_PARTITION: lambda r, e: response_for(r, {"throttle_time": 0, "error_code": e.code,
+                                                   "topics": []}),
 }
 
 

@@ -9,8 +9,8 @@ over the usable brokers (registered, not shutting down) by `metadata.replica_pla
 ISR is the active replicas and the first of them leads. Randomness (placement, topic ids) is
 injected: `random.Random` fits.
 
-Deletion is `topic_deletion`; elections are `leader_election`. AlterPartition (ISR changes sent
-by partition leaders) comes in the next stage, in its own module beside these.
+Deletion is `topic_deletion`; elections are `leader_election`; ISR changes sent by partition
+leaders are `alter_partition`.
 """
 
 from __future__ import annotations

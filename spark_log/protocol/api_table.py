@@ -225,8 +225,10 @@ QUORUM_API_TABLE: Mapping[int, ApiSpec] = MappingProxyType(
 )
 
 # What only controllers serve (on their controller listener), besides the quorum's APIs:
-# brokers' registrations, heartbeats and producer-id blocks. key: (kio name, max version)
+# brokers' registrations, heartbeats, ISR changes and producer-id blocks.
+# key: (kio name, max version)
 _CONTROLLER_RANGES: dict[int, tuple[str, int | None]] = {
+    56: ("alter_partition", 3),
     62: ("broker_registration", 3),
     63: ("broker_heartbeat", 1),
     64: ("unregister_broker", None),

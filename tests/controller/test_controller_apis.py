@@ -38,9 +38,13 @@ FIELDS: dict[int, dict[str, Any]] = {
     67: {"broker_id": 1, "broker_epoch": 5},
     43: {"timeout": 10, "election_type": 0,
          "topic_partitions": [{"topic": "t", "partitions": [0, 1]}]},
+    56: {"broker_id": 1, "broker_epoch": 5, "topics": [{"topic_id": uuid.UUID(int=9),
+                                                         "partitions": []}]},
 }
 VERSIONS = {62: range(5), 63: range(2), 64: range(1), 19: range(2, 8), 20: range(1, 7),
-            37: range(4), 44: range(2), 33: range(3), 67: range(1), 43: range(3)}
+            37: range(4), 44: range(2), 33: range(3), 67: range(1), 43: range(3),
+            56: range(2, 4)}
+TOP_LEVEL_ONLY = {56}  # Kafka answers AlterPartition's errors at the top level alone
 
 
 def error_codes(entity: Any) -> list[Any]:
@@ -68,7 +72,8 @@ def test_every_error_field_says_not_controller(api_key: int, version: int) -> No
     items = [getattr(response, name) for name in ("topics", "responses", "results",
                                                   "replica_election_results")
              if hasattr(response, name)]
-    assert all(len(i) >= 1 for i in items)  # every item named is answered
+    if api_key not in TOP_LEVEL_ONLY:
+        assert all(len(i) >= 1 for i in items)  # every item named is answered
 
 
 def test_every_api_served_has_a_not_controller_answer() -> None:

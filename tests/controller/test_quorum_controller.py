@@ -250,3 +250,28 @@ def test_a_request_waiting_for_its_commit_is_answered_not_controller_on_close(
         assert answer.topics[0].error_code == NOT_CONTROLLER
         assert controller.image.topic("stuck") is None and not controller.active
     run_in_cluster(tmp_path, scenario)
+
+
+def test_an_isr_change_is_answered_once_committed(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = LoneController(tmp_path)
+        controller = await node.start()
+        epochs = {b: await unfenced_broker(controller, b) for b in (1, 2)}
+        await controller.handle(create_topics("orders", factor=2))
+        orders = controller.image.topic("orders")
+        assert orders is not None
+        partition = orders.partitions[0]
+        leader, other = partition.leader, next(r for r in partition.replicas
+                                                if r != partition.leader)
+        altered = await controller.handle(request(56, 3, broker_id=leader,
+                                                  broker_epoch=epochs[leader], topics=[{
+            "topic_id": orders.id, "partitions": [{
+                "partition_index": 0, "leader_epoch": partition.leader_epoch,
+                "new_isr_with_epochs": [{"broker_id": leader, "broker_epoch": epochs[leader]}],
+                "leader_recovery_state": 0, "partition_epoch": partition.partition_epoch}]}]))
+        (answer,) = altered.topics[0].partitions
+        assert answer.error_code == 0 and answer.isr == (leader,)
+        assert controller.image.partition("orders", 0).isr == (leader,)  # committed first
+        assert other not in node.loader.image.partition("orders", 0).isr
+        await node.close()
+    asyncio.run(scenario())
