@@ -18,7 +18,6 @@ commits new records, and every replica applies everything committed (liveness).
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import random
@@ -43,6 +42,7 @@ from spark_log.raft.election_state import ElectionState
 from spark_log.raft.messages import Batch, Message, OffsetAndEpoch
 from spark_log.raft.replica import RaftReplica
 from spark_log.raft.replicated_log import ReplicatedLog
+from tests import seeded_runs
 
 
 class Violation(AssertionError):
@@ -400,24 +400,7 @@ def run_seed(seed: int, trace: bool = False) -> Simulation:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, help="run one seed")
-    parser.add_argument("--seeds", default="0:1000", help="a range FROM:TO of seeds")
-    parser.add_argument("--trace", action="store_true", help="print every action (one seed)")
-    args = parser.parse_args(argv)
-    first, last = (args.seed, args.seed + 1) if args.seed is not None else \
-        map(int, args.seeds.split(":"))
-    failures = 0
-    for seed in range(first, last):
-        try:
-            run_seed(seed, trace=args.trace)
-        except (Violation, AssertionError) as e:
-            failures += 1
-            print(f"seed {seed} FAILED: {e}", flush=True)
-        if (seed - first + 1) % 1000 == 0:
-            print(f"{seed - first + 1} seeds run, {failures} failed", flush=True)
-    print(f"{last - first} seeds run, {failures} failed")
-    return 1 if failures else 0
+    return seeded_runs.main(run_seed, __doc__ or "", argv)
 
 
 if __name__ == "__main__":

@@ -13,28 +13,20 @@ from collections import Counter
 
 import pytest
 
-from tests.raft.simulation import Faults, Simulation, Violation, run_seed
+from tests import seeded_runs
+from tests.raft.simulation import Faults, Simulation, run_seed
 
 SEEDS = 1000
 CHUNKS = 8
 
 
 def violations(seeds: range) -> list[str]:
-    """What the checker reported for each of `seeds` that broke a promise."""
-    found = []
-    for seed in seeds:
-        try:
-            run_seed(seed)
-        except Violation as e:
-            found.append(f"seed {seed}: {e}")
-    return found
+    return seeded_runs.violations(run_seed, seeds)
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_a_thousand_seeds_keep_every_promise(chunk: int) -> None:
-    failed = violations(range(chunk, SEEDS, CHUNKS))
-    assert not failed, "\n".join(failed) + \
-        "\nreplay: .venv/bin/python -m tests.raft.simulation --seed N --trace"
+    seeded_runs.check_seeds(run_seed, range(chunk, SEEDS, CHUNKS), "tests.raft.simulation")
 
 
 def test_a_seed_replays_exactly() -> None:
