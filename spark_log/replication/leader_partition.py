@@ -82,6 +82,15 @@ class LeaderPartition:
         """acks=all is refused (NOT_ENOUGH_REPLICAS) while the committed ISR is this small."""
         return len(self.isr) < min_insync_replicas
 
+    def acks_all_done(self, next_offset: int, min_insync_replicas: int) -> bool | None:
+        """Whether an acks=all append ending before `next_offset` is acknowledged: None while
+        the high watermark is below it; True; or False — NOT_ENOUGH_REPLICAS_AFTER_APPEND —
+        when it got there with the maximal ISR below min.insync.replicas (the ISR shrank while
+        the append waited: fewer replicas have it than the producer asked for)."""
+        if self.high_watermark < next_offset:
+            return None
+        return len(self.maximal_isr) >= min_insync_replicas
+
     # ---- events -----------------------------------------------------------------------------
     def appended(self, log_end_offset: int) -> bool:
         """The leader's log grew to `log_end_offset`; whether the high watermark moved."""
@@ -122,7 +131,10 @@ class LeaderPartition:
         return self._advance_high_watermark()
 
     def isr_change_failed(self) -> None:
-        """The controller refused the pending change or did not answer: propose again later."""
+        """The controller refused the pending change at the partition epoch it names: propose
+        again later. Not for a request that went unanswered, nor for a refusal because the
+        partition epoch moved on (INVALID_UPDATE_VERSION) — the change may have been committed,
+        so the maximal ISR must keep counting it until the metadata says (`isr_committed`)."""
         self.pending = None
 
     # ---- proposals --------------------------------------------------------------------------

@@ -17,9 +17,10 @@ the committed history (no replica diverges below it). After the faults stop: a l
 elected, new records are acknowledged, and every replica ends with the same log.
 
 The controller is modelled as one reliable, synchronous party (the metadata quorum has its own
-simulator); brokers learn its decisions in order, after a delay. A crash loses a broker's
-memory but not its log (the page cache survives a process crash; losing it on every in-sync
-replica at once is outside Kafka's promise too).
+simulator); brokers learn its decisions late or out of order, keep the newest, and a restarted
+broker acts on nothing older than what the controller had when it registered again. A crash
+loses a broker's memory but not its log (the page cache survives a process crash; losing it on
+every in-sync replica at once is outside Kafka's promise too).
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ class Broker:
     high_watermark: int = 0  # as a follower knows it
     fetching: bool = False
     acks: list[tuple[int, str]] = field(default_factory=list)  # (offset, value) to answer
+    # A restarted broker acts on no metadata older than the controller's when it registered
+    # (a KRaft broker stays fenced until it has caught up with the metadata log).
+    caught_up_from: int = 0
 
 
 @dataclass(order=True)
@@ -219,13 +223,16 @@ class Simulation:
             self.stats["isr shrinks" if len(change.isr) < len(s.isr) else "isr expansions"] += 1
             self._commit(PartitionState(s.leader, s.leader_epoch, change.isr,
                                         s.partition_epoch + 1), f"AlterPartition from {broker}")
-        self.send(0, broker, "alter_partition_answer", broker, ok, change)
+        # A refusal at the partition epoch the leader named settles it; a stale one does not
+        # (the change, or another, was committed since: the leader waits for the metadata).
+        refused = not ok and change.partition_epoch == s.partition_epoch
+        self.send(0, broker, "alter_partition_answer", broker, not refused, change)
 
     # ---- brokers ------------------------------------------------------------------------------
     def _on_metadata(self, broker_id: int, state: PartitionState) -> None:
         b = self.brokers[broker_id]
-        if not b.alive or (b.known is not None and
-                           state.partition_epoch <= b.known.partition_epoch):
+        if not b.alive or state.partition_epoch < b.caught_up_from or \
+                (b.known is not None and state.partition_epoch <= b.known.partition_epoch):
             return
         was_leader = b.leader is not None and b.known is not None and \
             b.known.leader_epoch == state.leader_epoch
@@ -284,8 +291,11 @@ class Simulation:
         hw = b.leader.high_watermark
         if hw > len(self.committed):
             self.committed.extend(b.log[len(self.committed):hw])
-        done = [(o, v) for o, v in b.acks if o < hw]
+        done = [(o, v) for o, v in b.acks if b.leader.acks_all_done(o + 1, MIN_ISR) is not None]
         b.acks = [(o, v) for o, v in b.acks if o >= hw]
+        if done and not b.leader.acks_all_done(done[-1][0] + 1, MIN_ISR):
+            self.stats["not_enough_replicas_after_append"] += len(done)
+            return  # answered NOT_ENOUGH_REPLICAS_AFTER_APPEND: not acknowledged
         for offset, value in done:
             if offset in self.acked and self.acked[offset] != value:
                 raise Violation(f"offset {offset} acknowledged as {self.acked[offset]} and "
@@ -361,18 +371,23 @@ class Simulation:
         self.at(LAG_MS // 4, "check_isr", broker_id)
 
     def _propose(self, b: Broker, change: IsrChange | None) -> None:
-        """Send an ISR change to the controller; if no answer comes in time, it may be
-        proposed again (Kafka's AlterPartition manager retries the same way)."""
+        """Send an ISR change to the controller, and the same change again while no answer
+        comes (Kafka's AlterPartition manager retries it): an unanswered change may have been
+        committed, so it stays pending until an answer or the metadata settles it."""
         if change is not None:
             self.send(b.node_id, 0, "alter_partition", b.node_id, change)
-            self.at(1_000, "alter_partition_answer", b.node_id, False, change)
+            self.at(1_000, "alter_partition_retry", b.node_id, change)
 
-    def _on_alter_partition_answer(self, broker_id: int, ok: bool,
-                                   change: IsrChange | None = None) -> None:
+    def _on_alter_partition_retry(self, broker_id: int, change: IsrChange) -> None:
         b = self.brokers[broker_id]
-        if b.alive and b.leader is not None and not ok and \
-                (change is None or b.leader.pending == change):
-            b.leader.isr_change_failed()
+        if b.alive and b.leader is not None and b.leader.pending == change:
+            self._propose(b, change)
+
+    def _on_alter_partition_answer(self, broker_id: int, settled: bool,
+                                   change: IsrChange) -> None:
+        b = self.brokers[broker_id]
+        if b.alive and b.leader is not None and not settled and b.leader.pending == change:
+            b.leader.isr_change_failed()  # refused at its own partition epoch: not committed
 
     # ---- faults -------------------------------------------------------------------------------
     def _on_controller_tick(self) -> None:
@@ -412,6 +427,7 @@ class Simulation:
         self.brokers[broker_id] = Broker(broker_id, log=old.log, high_watermark=0)
         if broker_id not in self.fenced:  # a new incarnation registers: the old one is fenced
             self._fence(broker_id, "registered again")
+        self.brokers[broker_id].caught_up_from = self.state.partition_epoch
         self.log(f"b{broker_id} restarts with log {len(old.log)}")
         self._publish(broker_id)
         self.at(1, "heartbeat", broker_id)

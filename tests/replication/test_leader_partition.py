@@ -140,3 +140,34 @@ def test_random_histories_keep_the_invariants(history: list[tuple]) -> None:  # 
             ends = [p.followers[r].log_end_offset for r in p.maximal_isr if r != 1]
             assert UNKNOWN not in ends
             assert p.high_watermark == min([p.log_end_offset, *ends])
+
+
+def test_acks_all_waits_for_the_high_watermark_and_needs_min_isr_when_it_gets_there() -> None:
+    p = leader(now=0)
+    p.appended(12)
+    assert p.acks_all_done(12, 2) is None  # followers do not have it yet
+    p.follower_fetched(2, 12, 1)
+    p.follower_fetched(3, 12, 2)
+    assert p.acks_all_done(12, 2) is True
+    p.appended(14)
+    p.follower_fetched(2, 14, LAG_MS + 5)  # caught up; 3 last was at 2
+    change = p.shrink(LAG_MS + 10, LAG_MS)
+    assert change == IsrChange((1, 2), 5, 7)
+    p.isr_committed((1, 2), 8)
+    assert p.high_watermark == 14 and p.acks_all_done(14, 2) is True
+    assert p.shrink(2 * LAG_MS + 10, LAG_MS) == IsrChange((1,), 5, 8)  # now 2 lags too
+    p.isr_committed((1,), 9)
+    p.appended(15)
+    assert p.acks_all_done(15, 2) is False  # only the leader has it: NOT_ENOUGH_..._AFTER_APPEND
+
+
+def test_an_unanswered_expansion_still_counts_for_the_high_watermark() -> None:
+    """The proposal may have been committed: until an answer or the metadata settles it, the
+    joining replica holds the high watermark back."""
+    p = leader(isr=(1, 2), end=30, hw=30, epoch_start=25)
+    p.follower_fetched(2, 30, 1)
+    p.follower_fetched(3, 30, 2)
+    assert p.expansion() is not None
+    p.appended(40)
+    p.follower_fetched(2, 40, 3)
+    assert p.high_watermark == 30 and p.pending is not None  # 3 is counted, though not in isr
