@@ -11,15 +11,19 @@ from typing import Any
 RunSeed = Callable[..., Any]
 
 
+def failure(run_seed: RunSeed, seed: int, **options: Any) -> str | None:
+    """Why the run of `seed` broke a promise, or None if it kept them all."""
+    try:
+        run_seed(seed, **options)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
 def violations(run_seed: RunSeed, seeds: Iterable[int]) -> list[str]:
     """'seed N: why' for each of `seeds` whose run broke a promise."""
-    found = []
-    for seed in seeds:
-        try:
-            run_seed(seed)
-        except AssertionError as e:
-            found.append(f"seed {seed}: {e}")
-    return found
+    return [f"seed {seed}: {why}" for seed in seeds
+            if (why := failure(run_seed, seed)) is not None]
 
 
 def check_seeds(run_seed: RunSeed, seeds: Iterable[int], module: str) -> None:
@@ -41,11 +45,10 @@ def main(run_seed: RunSeed, description: str, argv: list[str] | None = None) -> 
         map(int, args.seeds.split(":"))
     failures = 0
     for seed in range(first, last):
-        failed = violations(lambda s: run_seed(s, trace=args.trace), [seed])
-        for failure in failed:
-            print(f"seed {failure.split(': ', 1)[0].split()[1]} FAILED: "
-                  f"{failure.split(': ', 1)[1]}", flush=True)
-        failures += len(failed)
+        why = failure(run_seed, seed, trace=args.trace)
+        if why is not None:
+            failures += 1
+            print(f"seed {seed} FAILED: {why}", flush=True)
         if (seed - first + 1) % 1000 == 0:
             print(f"{seed - first + 1} seeds run, {failures} failed", flush=True)
     print(f"{last - first} seeds run, {failures} failed")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from spark_log.broker.group.offsets_topic import partition_for
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from tests.broker.raw_client import RawClient
@@ -30,8 +31,21 @@ def unique(prefix: str) -> str:
 def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     tmp = tmp_path_factory.mktemp("groups")
     proc = BrokerProcess(tmp / "data", tmp / "broker.log", GROUP_CONFIG).start()
+    coordinators_ready(proc)
     yield proc
     assert proc.stop() == 0, proc.log()
+
+
+def coordinators_ready(broker: BrokerProcess, partitions: int = 50) -> None:
+    """What a client's FindCoordinator does for its group, for a group of every
+    __consumer_offsets partition (offsets.topic.num.partitions): the topic is created and each
+    partition loaded, so the tests' requests, which name fresh groups, find them ready."""
+    keys = {partition_for(f"k{i}", partitions): f"k{i}" for i in range(20 * partitions)}
+    assert len(keys) == partitions
+    with RawClient(broker.bootstrap) as raw:
+        for key in keys.values():
+            found = raw.request(ApiKey.FIND_COORDINATOR, 3, {"key": key, "key_type": 0})
+            assert found.error_code == ErrorCode.none, found
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+LOAD_WAIT_S = 5.0  # how long FindCoordinator waits for a partition led here to load
+
 
 class CoordinatorPartitions:
     """Invariants: `loading` and `loaded` are disjoint and hold only partitions in `led`; a
@@ -59,9 +61,12 @@ class CoordinatorPartitions:
         self._unload(partition)
         return was_loaded
 
-    def load_of(self, partition: int) -> asyncio.Task[None] | None:
-        """The load of `partition` under way, if any."""
-        return self._tasks.get(partition)
+    async def until_loaded(self, partition: int, timeout_s: float = LOAD_WAIT_S) -> None:
+        """Wait (bounded) for the load of `partition` under way, if any — so the answer to
+        FindCoordinator finds the partition ready for the client's next request."""
+        task = self._tasks.get(partition)
+        if task is not None:
+            await asyncio.wait([task], timeout=timeout_s)
 
     def _begin(self, partition: int) -> None:
         self.loading.add(partition)

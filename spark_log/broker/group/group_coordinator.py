@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_TIMER_SLEEP_S = 0.25
-LOAD_WAIT_S = 5.0  # how long FindCoordinator waits for the group's partition to load
 CLASSIC_GROUP_TYPE = "classic"
 
 
@@ -182,8 +181,8 @@ class GroupCoordinator(OffsetOperations):
 
     async def find_coordinator(self, group_id: str) -> tuple[ErrorCode, int]:
         """FindCoordinator for a group: (error, its `__consumer_offsets` partition), the topic
-        created on first use. When this broker leads the partition, the answer waits (up to
-        LOAD_WAIT_S) for it to load, so the client's next request finds it ready."""
+        created on first use. When this broker leads the partition, the answer waits (bounded)
+        for it to load, so the client's next request finds it ready."""
         try:
             await self.state.create_topic()
         except Exception as e:
@@ -192,9 +191,7 @@ class GroupCoordinator(OffsetOperations):
         if not self._active:
             return ErrorCode.coordinator_not_available, -1
         partition = self.state.partition_of(group_id)
-        load = self.partitions.load_of(partition)
-        if load is not None:
-            await asyncio.wait([load], timeout=LOAD_WAIT_S)
+        await self.partitions.until_loaded(partition)
         return ErrorCode.none, partition
 
     # ---- membership -------------------------------------------------------------------------

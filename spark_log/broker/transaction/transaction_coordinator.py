@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LOAD_WAIT_S = 5.0  # how long FindCoordinator waits for the id's partition to load
 MARKER_ATTEMPTS = 5  # markers sent to other brokers before the periodic retry takes over
 MARKER_BACKOFF_S = 0.1
 
@@ -162,14 +161,12 @@ class TransactionCoordinator:
     async def find_coordinator(self, transactional_id: str) -> tuple[ErrorCode, int]:
         """FindCoordinator for a transactional id: (error, its `__transaction_state`
         partition), the topic created on first use; on the partition's leader the answer
-        waits (up to LOAD_WAIT_S) for the partition to load."""
+        waits (bounded) for the partition to load."""
         error = await self.prepare()
         if error != ErrorCode.none or not self._active:
             return error if error != ErrorCode.none else ErrorCode.coordinator_not_available, -1
         partition = self.state.partition_of(transactional_id)
-        load = self.partitions.load_of(partition)
-        if load is not None:
-            await asyncio.wait([load], timeout=LOAD_WAIT_S)
+        await self.partitions.until_loaded(partition)
         return ErrorCode.none, partition
 
     def ensure_ready(self, transactional_id: str | None) -> None:
