@@ -21,6 +21,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
+from uuid import UUID
 
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.cluster.broker_channel import BrokerChannel
@@ -31,7 +32,9 @@ from spark_log.broker.cluster.metadata_publisher import MetadataPublisher
 from spark_log.broker.group.group_coordinator import GroupCoordinator
 from spark_log.broker.group.offsets_topic import OFFSETS_TOPIC
 from spark_log.broker.metrics.broker_metrics import BrokerMetrics
-from spark_log.broker.replication.replica_manager import ReplicaManager
+from spark_log.broker.replication.alter_partition_manager import AlterPartitionManager
+from spark_log.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from spark_log.broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from spark_log.broker.server.dispatcher import Dispatcher
 from spark_log.broker.server.handlers import load_all
 from spark_log.broker.server.listener import Listener
@@ -103,7 +106,18 @@ class Broker:
                                ignored_topics=frozenset({METADATA_TOPIC}))
         self.topics = TopicManager(self.config, self.cache, self.channel, self.logs,
                                    self._internal_replication)
-        self.replicas = ReplicaManager(self.logs, self.node_id)
+        self.replicas = ReplicaManager(
+            self.logs, self.node_id, self.clock,
+            ReplicationSettings(self.config.get("replica.lag.time.max.ms")))
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id, self.replicas,
+            lambda broker: self.cache.endpoint(broker, self.listener_name),
+            FetcherSettings.from_broker(self.config.get))
+        self.isr_changes = AlterPartitionManager(
+            self.node_id, self.channel.call, lambda: self.lifecycle.epoch, self._topic_id,
+            self.replicas)
+        self.replicas.followers = self.fetchers
+        self.replicas.isr_changes = self.isr_changes
         self.cleaner = LogCleaner(self.logs, CleanerConfig.from_broker(self.config.get),
                                   clock=self.clock,
                                   last_stable_offset=self.replicas.last_stable_offset,
@@ -141,6 +155,7 @@ class Broker:
         self.dispatcher = Dispatcher(self._services(ApiSet(handlers, topic_ids=True)), handlers)
         self.groups.start()
         self.transactions.start()
+        self.fetchers.start()
         await self.listener.serve(self.dispatcher.respond)
         self._start_background_work()
         log.info("spark_log broker %d (cluster %s) listening on %s:%d, advertised as %s:%d",
@@ -171,6 +186,8 @@ class Broker:
         if lifecycle is not None:
             await lifecycle.stop()
         self.listener.close()
+        await self.fetchers.stop()
+        await self.isr_changes.stop()
         self.replicas.wake_all()
         await self.groups.stop()
         await self.transactions.stop()
@@ -194,6 +211,10 @@ class Broker:
             self.groups.on_resigned(partition)
         elif topic == TRANSACTION_STATE_TOPIC:
             self.transactions.on_resigned(partition)
+
+    def _topic_id(self, topic: str) -> UUID | None:
+        found = self.cache.image.topic(topic)
+        return None if found is None else found.id
 
     def _internal_replication(self, topic: str) -> int:
         key = "offsets.topic.replication.factor" if topic == OFFSETS_TOPIC \
@@ -221,6 +242,7 @@ class Broker:
     def _start_background_work(self) -> None:
         self.cleaner.start()  # compaction, if log.cleaner.enable
         self._every(self.config.get("log.retention.check.interval.ms"), self._retention)
+        self._every(self.config.get("replica.lag.time.max.ms") // 2, self.replicas.shrink_isrs)
         self._every(FLUSH_CHECK_INTERVAL_MS, self.logs.flush_due)
         self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
                     self.logs.checkpoint)

@@ -92,6 +92,23 @@ _REPLICATION = [
        "Share of a broker's partitions led by others that triggers a rebalance."),
     _d("unclean.leader.election.enable", "boolean", False,
        "Let a replica outside the ISR become leader when no ISR member is left (data loss)."),
+    _d("num.replica.fetchers", "int", 1,
+       "Fetchers (connections) a follower runs per source broker; partitions spread by hash.",
+       1),
+    _d("replica.fetch.max.bytes", "int", 1048576,
+       "Bytes a follower asks for per partition in one fetch (a larger first batch still "
+       "comes whole).", 0),
+    _d("replica.fetch.response.max.bytes", "int", 10485760,
+       "Bytes a follower asks for per fetch in all.", 0),
+    _d("replica.fetch.wait.max.ms", "int", 500,
+       "How long a follower's fetch waits at the leader for new data.", 0),
+    _d("replica.fetch.min.bytes", "int", 1, "Bytes a follower's fetch waits for.", 1),
+    _d("replica.fetch.backoff.ms", "int", 1000,
+       "Wait before a follower retries a leader that failed to answer.", 0),
+    _d("replica.socket.timeout.ms", "int", 30000,
+       "How long a follower waits for a fetch response beyond replica.fetch.wait.max.ms.", 1),
+    _d("replica.lag.time.max.ms", "long", 30000,
+       "A follower not caught up with the leader for this long leaves the ISR.", 1),
 ]
 
 _LOG = [
@@ -182,7 +199,7 @@ IGNORED_PREFIXES = (
     "zookeeper.", "inter.broker.", "num.network.threads", "num.io.threads",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "group.coordinator.", "share.",
-    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "num.replica.fetchers", "replica.",
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "replica.",
     "transaction.state.log.min.isr", "confluent.", "ssl.", "sasl.",
 )
 IGNORED_NAMES = frozenset({

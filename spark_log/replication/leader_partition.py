@@ -128,7 +128,20 @@ class LeaderPartition:
         if self.node_id not in isr:
             raise ValueError(f"the committed ISR {isr} leaves out its leader {self.node_id}")
         self.isr, self.partition_epoch, self.pending = tuple(isr), partition_epoch, None
+        for replica in isr:  # a member this leader did not know (a reassignment's): unknown
+            if replica != self.node_id:
+                self.followers.setdefault(replica, FollowerProgress())
+        self._forget_removed()
         return self._advance_high_watermark()
+
+    def set_replicas(self, replicas: tuple[int, ...]) -> None:
+        """A reassignment changed the replica set: an added follower starts unknown; a removed
+        one is forgotten once no ISR (committed or pending) counts it."""
+        self.replicas = replicas
+        for replica in replicas:
+            if replica != self.node_id:
+                self.followers.setdefault(replica, FollowerProgress())
+        self._forget_removed()
 
     def isr_change_failed(self) -> None:
         """The controller refused the pending change at the partition epoch it names: propose
@@ -138,13 +151,15 @@ class LeaderPartition:
         self.pending = None
 
     # ---- proposals --------------------------------------------------------------------------
-    def expansion(self) -> IsrChange | None:
-        """The ISR with every follower that caught up added, if any did and no change is
-        pending (the proposal is pending from now on)."""
+    def expansion(self, candidate: int | None = None) -> IsrChange | None:
+        """The ISR with every follower that caught up added — or only `candidate`, the one
+        that just fetched (as Kafka checks: another's progress may be stale, its broker gone) —
+        if any did and no change is pending (the proposal is pending from now on)."""
         if self.pending is not None:
             return None
         joining = [r for r, p in sorted(self.followers.items())
-                   if r not in self.isr and p.log_end_offset != UNKNOWN
+                   if candidate in (None, r)
+                   and r not in self.isr and r in self.replicas and p.log_end_offset != UNKNOWN
                    and p.log_end_offset >= self.high_watermark
                    and p.log_end_offset >= self.epoch_start_offset]
         if not joining:
@@ -165,6 +180,11 @@ class LeaderPartition:
     # ---- internals --------------------------------------------------------------------------
     def _caught_up_ms(self, replica: int) -> int:
         return self.followers[replica].last_caught_up_ms
+
+    def _forget_removed(self) -> None:
+        counted = set(self.replicas) | self.maximal_isr
+        for replica in [r for r in self.followers if r not in counted]:
+            del self.followers[replica]
 
     def _propose(self, isr: tuple[int, ...]) -> IsrChange:
         self.pending = IsrChange(isr, self.leader_epoch, self.partition_epoch)

@@ -34,6 +34,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Requests whose coordinator writes (to __consumer_offsets, __transaction_state, or markers)
+# must be on every in-sync replica before they are answered, and how long that may take
+# (Kafka's offsets.commit.timeout.ms).
+COORDINATOR_WRITES = frozenset({
+    ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP,
+    ApiKey.LEAVE_GROUP, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.INIT_PRODUCER_ID,
+    ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
+    ApiKey.WRITE_TXN_MARKERS})
+REPLICATION_WAIT_S = 5.0
+
 
 class Dispatcher:
     """Routes requests to handlers. Stateless apart from the handler table and API set (the
@@ -57,6 +67,12 @@ class Dispatcher:
         ctx = RequestContext(header, peer, self._services)
         started = time.perf_counter()
         value = await self._handlers[header.api_key](ctx, request)
+        if header.api_key in COORDINATOR_WRITES and not \
+                await self._services.replicas.coordinator_writes_replicated(REPLICATION_WAIT_S):
+            # The write may be lost with this leader: no answer, so the client asks again
+            # (Kafka's coordinators answer only once their appends are replicated).
+            raise ProtocolError(f"{ApiKey(header.api_key).name}: the coordinator's write was "
+                                f"not replicated within {REPLICATION_WAIT_S}s; closing")
         self._services.metrics.observe_request(header.api_key, time.perf_counter() - started)
         if value is None:
             return None

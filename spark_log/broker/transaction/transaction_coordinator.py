@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 
 MARKER_ATTEMPTS = 5  # markers sent to other brokers before the periodic retry takes over
 MARKER_BACKOFF_S = 0.1
+MARKER_REPLICATION_WAIT_S = 5.0  # markers written here, until on every in-sync replica
 
 
 class TransactionCoordinator:
@@ -286,29 +287,31 @@ class TransactionCoordinator:
                                       prepared.producer_epoch, commit)
         if retry:
             return prepared
-        if remote:
+        sent_away = {tp for partitions in remote.values() for tp in partitions}
+        local = [tp for tp in prepared.partitions if tp not in sent_away]
+        if remote or self._replicating(local):
             self._sending[prepared.transactional_id] = asyncio.create_task(
-                self._send_then_complete(prepared, remote, commit))
+                self._send_then_complete(prepared, remote, commit, local))
             return prepared
         return self._complete(prepared)
 
+    def _replicating(self, partitions: list[TopicPartition]) -> bool:
+        pending = getattr(self.markers.logs, "coordinator_writes_pending", None)
+        return pending is not None and pending(partitions)
+
     async def _send_then_complete(self, prepared: TransactionMetadata,
-                                  remote: dict[int, list[TopicPartition]], commit: bool) -> None:
-        """Send the markers other brokers lead (again at their current leaders, a few times),
-        then complete the transaction; left preparing — for the periodic retry — otherwise."""
+                                  remote: dict[int, list[TopicPartition]], commit: bool,
+                                  local: list[TopicPartition] | None = None) -> None:
+        """Wait until the markers written here are on every in-sync replica, send those other
+        brokers lead (again at their current leaders, a few times), then complete the
+        transaction; left preparing — for the periodic retry — otherwise."""
         transactional_id = prepared.transactional_id
         try:
-            for attempt in range(MARKER_ATTEMPTS):
-                retry = await send_markers(self.markers, remote, prepared.producer_id,
-                                           prepared.producer_epoch, commit)
-                if not retry:
-                    break
-                await asyncio.sleep(MARKER_BACKOFF_S * (attempt + 1))
-                local, remote = write_markers(self.markers, retry, prepared.producer_id,
-                                              prepared.producer_epoch, commit)
-                if local:
-                    return
-            else:
+            if local and self._replicating(local) and not await \
+                    self.markers.logs.coordinator_writes_replicated(  # type: ignore[attr-defined]
+                        MARKER_REPLICATION_WAIT_S, local):
+                return
+            if remote and not await self._send_remote(prepared, remote, commit):
                 return
             if self.transactions.get(transactional_id) is prepared:
                 self._sending.pop(transactional_id, None)
@@ -316,6 +319,22 @@ class TransactionCoordinator:
         finally:
             if self._sending.get(transactional_id) is asyncio.current_task():
                 del self._sending[transactional_id]
+
+    async def _send_remote(self, prepared: TransactionMetadata,
+                           remote: dict[int, list[TopicPartition]], commit: bool) -> bool:
+        """Send the markers other brokers lead, again at their current leaders a few times;
+        whether every one was written."""
+        for attempt in range(MARKER_ATTEMPTS):
+            retry = await send_markers(self.markers, remote, prepared.producer_id,
+                                       prepared.producer_epoch, commit)
+            if not retry:
+                return True
+            await asyncio.sleep(MARKER_BACKOFF_S * (attempt + 1))
+            failed_here, remote = write_markers(self.markers, retry, prepared.producer_id,
+                                                prepared.producer_epoch, commit)
+            if failed_here:
+                return False
+        return False
 
     def _complete(self, prepared: TransactionMetadata) -> TransactionMetadata:
         commit = prepared.state == TxnState.PREPARE_COMMIT

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError, error_code_for
@@ -42,14 +43,15 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
     wanted = [(name, p.partition) for name, _, t in topics if name for p in t.partitions]
     max_wait_ms = max(0, ms(request.max_wait))
     deadline = time.monotonic() + max_wait_ms / 1000
+    replica_id = _replica_id(request)
     while True:
-        responses, size, errored = _read(services, request, topics)
+        responses, size, errored = _read(services, request, topics, replica_id)
         remaining = deadline - time.monotonic()
         if size >= request.min_bytes or errored or remaining <= 0 or not wanted:
             break
         await services.replicas.wait_for_append(wanted, remaining)
     for t in responses:
-        if t["topic"]:
+        if t["topic"] and replica_id < 0:
             services.metrics.record_fetch(t["topic"], [p["records"] for p in t["partitions"]])
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
             "responses": responses, "node_endpoints": leader_endpoints(services, responses)}
@@ -82,8 +84,16 @@ def _resolve(services: Services, topic: Any) -> tuple[str | None, uuid.UUID, Any
     return name, (info.topic_id if info else ZERO_UUID), topic
 
 
-def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.UUID, Any]]
-          ) -> tuple[list[dict[str, Any]], int, bool]:
+def _replica_id(request: Any) -> int:
+    """The fetching follower's broker id (v15+ in `replica_state`); -1 for a consumer."""
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
+def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.UUID, Any]],
+          replica_id: int) -> tuple[list[dict[str, Any]], int, bool]:
     budget = request.max_bytes
     total = 0
     errored = False
@@ -91,10 +101,15 @@ def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.
     for name, topic_id, topic in topics:
         partitions = []
         for p in topic.partitions:
-            entry = _read_partition(services, request, name, p, budget - total, first=total == 0)
+            if replica_id >= 0:
+                entry = _read_for_follower(services, replica_id, name, p, budget - total,
+                                           first=total == 0)
+            else:
+                entry = _read_partition(services, request, name, p, budget - total,
+                                        first=total == 0)
             size = _size(entry["records"])
             total += size
-            errored |= entry["error_code"] != ErrorCode.none
+            errored |= entry["error_code"] != ErrorCode.none or "diverging_epoch" in entry
             partitions.append(entry)
         responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
     return responses, total, errored
@@ -102,16 +117,9 @@ def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.
 
 def _read_partition(services: Services, request: Any, name: str | None, p: Any, budget: int,
                     first: bool) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": -1,
-        "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-        "preferred_read_replica": -1, "records": b"",
-    }
-    try:
-        if name is None:
-            raise KafkaError(ErrorCode.unknown_topic_id)
-        services.replicas.check_leader_epoch(name, p.partition,
-                                             getattr(p, "current_leader_epoch", -1))
+    """A consumer's fetch: up to the high watermark (read_uncommitted) or the last stable
+    offset (read_committed)."""
+    def read(entry: dict[str, Any], name: str) -> None:
         log = services.replicas.log(name, p.partition)
         hw = log.high_watermark
         lso = services.replicas.last_stable_offset(log)
@@ -125,6 +133,42 @@ def _read_partition(services: Services, request: Any, name: str | None, p: Any, 
         if committed:
             entry["aborted_transactions"] = services.replicas.aborted_transactions(
                 log, p.fetch_offset, records)
+
+    return _answer(services, name, p, read)
+
+
+def _read_for_follower(services: Services, replica_id: int, name: str | None, p: Any,
+                       budget: int, first: bool) -> dict[str, Any]:
+    """A follower's fetch: up to the log end, telling the leader how far the follower got."""
+    def read(entry: dict[str, Any], name: str) -> None:
+        found = services.replicas.read_for_follower(
+            name, p.partition, replica_id, p.fetch_offset,
+            getattr(p, "last_fetched_epoch", -1), max(0, min(p.partition_max_bytes, budget)),
+            first)
+        entry.update(high_watermark=found.high_watermark,
+                     last_stable_offset=found.high_watermark,
+                     log_start_offset=found.log_start_offset, records=found.records)
+        if found.diverging is not None:
+            entry["diverging_epoch"] = {"epoch": found.diverging[0],
+                                        "end_offset": found.diverging[1]}
+
+    return _answer(services, name, p, read)
+
+
+def _answer(services: Services, name: str | None, p: Any,
+            read: Callable[[dict[str, Any], str], None]) -> dict[str, Any]:
+    """One partition's entry: filled by `read` after the leader epoch check, or the error."""
+    entry: dict[str, Any] = {
+        "partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": -1,
+        "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+        "preferred_read_replica": -1, "records": b"",
+    }
+    try:
+        if name is None:
+            raise KafkaError(ErrorCode.unknown_topic_id)
+        services.replicas.check_leader_epoch(name, p.partition,
+                                             getattr(p, "current_leader_epoch", -1))
+        read(entry, name)
     except UnknownTopicError:
         entry["error_code"] = ErrorCode.unknown_topic_or_partition
     except NotLeaderError as exc:

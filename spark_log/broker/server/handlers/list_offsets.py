@@ -25,17 +25,19 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 @handles(ApiKey.LIST_OFFSETS)
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    follower = getattr(request, "replica_id", -1) >= 0  # a replica sees up to the log end
     topics = []
     for topic in request.topics:
         counts = Counter(p.partition_index for p in topic.partitions)
         partitions = [_list_offset(ctx.services, topic.name, p, committed,
-                                   counts[p.partition_index] > 1) for p in topic.partitions]
+                                   counts[p.partition_index] > 1, follower)
+                      for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
 
 def _list_offset(services: Services, topic: str, p: Any, committed: bool,
-                 duplicate: bool) -> dict[str, Any]:
+                 duplicate: bool, follower: bool = False) -> dict[str, Any]:
     entry = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
              "timestamp": -1, "offset": -1, "leader_epoch": -1}
     try:
@@ -45,7 +47,8 @@ def _list_offset(services: Services, topic: str, p: Any, committed: bool,
                                              getattr(p, "current_leader_epoch", -1))
         log = services.replicas.log(topic, p.partition_index)
         leader_epoch = services.replicas.leader_epoch(topic, p.partition_index)
-        visible = services.replicas.last_stable_offset(log) if committed else log.high_watermark
+        visible = log.log_end_offset if follower else \
+            services.replicas.last_stable_offset(log) if committed else log.high_watermark
         if p.timestamp == LATEST:
             entry.update(offset=visible, leader_epoch=leader_epoch)
         elif p.timestamp == EARLIEST:

@@ -11,6 +11,7 @@ its current leader, and the response lists where those leaders listen (KIP-951).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from spark_log.broker.errors import KafkaError, error_code_for, error_message_for
@@ -20,6 +21,7 @@ from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode, ProtocolError
 from spark_log.protocol.api_keys import ApiKey
+from spark_log.protocol.entity_build import ms
 from spark_log.protocol.produce_response import (
     NodeEndpoint,
     PartitionResult,
@@ -35,10 +37,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> bytes | None:
     services = ctx.services
     acks = request.acks
     results = []
+    appended: dict[tuple[str, int], int] = {}  # where each appended partition's batches end
     for topic in request.topic_data:
-        answers = [_append(services, topic.name, data.index, data.records, acks)
+        answers = [_append(services, topic.name, data.index, data.records, acks, appended)
                    for data in topic.partition_data]
         results.append((topic.name, answers))
+    if acks == -1 and appended:
+        results = await _until_replicated(services, results, appended,
+                                          ms(request.timeout) / 1000)
     if acks == 0:
         failed = [f"{name}-{a.index}: {a.error_message}" for name, answers in results
                   for a in answers if a.error_code != ErrorCode.none]
@@ -49,6 +55,35 @@ async def handle_produce(ctx: RequestContext, request: Any) -> bytes | None:
                       if a.current_leader is not None and a.current_leader[0] >= 0})
     return encode_produce_response(ctx.header.correlation_id, ctx.version, results, 0,
                                    _endpoints(services, leaders))
+
+
+async def _until_replicated(services: Services, results: list[tuple[str, list[PartitionResult]]],
+                            appended: dict[tuple[str, int], int], timeout_s: float
+                            ) -> list[tuple[str, list[PartitionResult]]]:
+    """acks=all: each appended partition answers once every ISR member has its batches (or
+    with the error that ended the wait), all waiting at once within the request's timeout."""
+    keys = list(appended)
+    codes = dict(zip(keys, await asyncio.gather(*(
+        services.replicas.until_replicated(t, p, appended[(t, p)], timeout_s)
+        for t, p in keys)), strict=True))
+    out = []
+    for name, answers in results:
+        done = []
+        for answer in answers:
+            code = codes.get((name, answer.index), answer.error_code)
+            if code != answer.error_code:
+                answer = PartitionResult(answer.index, code, -1, -1, -1, _WAIT_ERRORS.get(code))
+            done.append(answer)
+        out.append((name, done))
+    return out
+
+
+_WAIT_ERRORS = {
+    ErrorCode.not_enough_replicas_after_append:
+        "Messages are written to the log, but to fewer in-sync replicas than required.",
+    ErrorCode.request_timed_out: "The in-sync replicas did not all get the records in time.",
+    ErrorCode.not_leader_or_follower: "Leadership moved while the records were replicated.",
+}
 
 
 def _endpoints(services: Services, leaders: list[int]) -> list[NodeEndpoint]:
@@ -62,7 +97,7 @@ def _endpoints(services: Services, leaders: list[int]) -> list[NodeEndpoint]:
 
 
 def _append(services: Services, topic: str, partition: int, records: Any,
-            acks: int) -> PartitionResult:
+            acks: int, appended: dict[tuple[str, int], int]) -> PartitionResult:
     try:
         if acks not in VALID_ACKS:
             raise KafkaError(ErrorCode.invalid_required_acks,
@@ -73,12 +108,13 @@ def _append(services: Services, topic: str, partition: int, records: Any,
                              f"Cannot append to internal topic {topic}")
         if records is None:
             raise KafkaError(ErrorCode.corrupt_message, "the partition's records are null")
-        result = services.replicas.append(topic, partition, records)
+        result = services.replicas.append(topic, partition, records, required_acks=acks)
     except Exception as exc:
         if services.topics.metadata.get(topic) is not None:  # as Kafka: no series for unknown
             services.metrics.record_failed_produce(topic)
         return _refused(services, topic, partition, exc)
     services.metrics.record_produce(topic, result.size_bytes, result.record_count)
+    appended[(topic, partition)] = result.last_offset + 1
     return PartitionResult(partition, ErrorCode.none, result.first_offset,
                            result.log_append_time, result.log_start_offset, None)
 

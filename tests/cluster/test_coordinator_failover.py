@@ -1,0 +1,113 @@
+"""Consumer groups and transactions on a replicated cluster while the brokers leading their
+coordinator partitions are killed: a consume-transform-produce loop (confluent-kafka,
+read_committed, offsets sent to the transaction) ends with every input record transformed
+exactly once, and the group's committed offset at the end of the input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from tests.broker.damage_support import read_all
+from tests.broker.raw_client import RawClient
+from tests.cluster.cluster_support import create_topic, wait_for
+from tests.cluster.replication_support import acks_all_producer, produce_acked
+from tests.cluster.test_cluster_clients import coordinator_of
+from tests.cluster_process import ClusterProcess
+
+RECORDS = 300
+GROUP = "eos-loop"
+TXN_ID = "eos-loop-txn"
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[ClusterProcess]:  # type: ignore[no-untyped-def]
+    running = ClusterProcess(tmp_path, config={
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.num.partitions": "3"}).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _transactional(bootstrap: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": TXN_ID,
+                         "transaction.timeout.ms": 20000, "message.timeout.ms": 20000})
+    producer.init_transactions(60)
+    return producer
+
+
+def _consumer(bootstrap: str) -> Consumer:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition("in", 0)])
+    return consumer
+
+
+def _kill_and_restart(cluster: ClusterProcess, node_id: int) -> None:
+    cluster.nodes[node_id - 1].kill()
+    cluster.nodes[node_id - 1].start()
+
+
+def test_transform_loop_is_exactly_once_while_coordinators_die(cluster: ClusterProcess) -> None:
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "in", 1)
+    create_topic(bootstrap, "out", 1)
+    produce_acked(acks_all_producer(bootstrap), "in", 0,
+                  [f"r{i}".encode() for i in range(RECORDS)])
+    producer, consumer = _transactional(bootstrap), _consumer(bootstrap)
+    kills = {100: "group", 200: "transaction"}
+    done = 0
+    attempts = 0
+    while done < RECORDS:
+        attempts += 1
+        assert attempts < 200, "the loop made no progress"
+        if done >= min(kills, default=RECORDS):
+            killed = kills.pop(min(kills))
+            address = cluster.nodes[0].bootstrap
+            victim = coordinator_of(address, GROUP) if killed == "group" else \
+                _transaction_coordinator(address)
+            _kill_and_restart(cluster, victim)
+        batch = consumer.consume(50, 5)
+        records = [m for m in batch if m.error() is None]
+        if not records:
+            continue
+        try:
+            producer.begin_transaction()
+            for m in records:
+                producer.produce("out", m.value().upper(), partition=0)
+            position = [TopicPartition("in", 0, records[-1].offset() + 1)]
+            producer.send_offsets_to_transaction(position, consumer.consumer_group_metadata(),
+                                                 30)
+            producer.commit_transaction(60)
+            done = records[-1].offset() + 1
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if error.txn_requires_abort():
+                producer.abort_transaction(60)
+            elif not error.retriable():
+                producer = _transactional(bootstrap)  # fenced or fatal: a new incarnation
+            consumer.close()
+            consumer = _consumer(bootstrap)  # back to the last committed position
+    consumer.close()
+    assert not kills, "not every coordinator was killed"
+    out = [v for _, v in read_all(bootstrap, "out")]
+    assert out == [f"R{i}".encode() for i in range(RECORDS)]
+    checker = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    try:
+        assert wait_for(lambda: checker.committed([TopicPartition("in", 0)], 10)[0].offset
+                        == RECORDS, 30)
+    finally:
+        checker.close()
+
+
+def _transaction_coordinator(address: str) -> int:
+    with RawClient(address) as raw:
+        answer = raw.request(10, 4, {"key_type": 1, "coordinator_keys": [TXN_ID]})
+    (found,) = answer.coordinators
+    assert found.error_code == 0
+    return int(found.node_id)
