@@ -24,7 +24,8 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -459,6 +460,34 @@ class TailingConsumer(threading.Thread):
             raise TimeoutError(f"{self.name} did not stop")
         if self.error is not None:
             raise self.error
+
+
+@contextmanager
+def continuous_run(bootstrap: str, topic: str, history: History, partitions: int = 1,
+                   rate: float | None = 1000.0, **producer_options: Any
+                   ) -> Iterator[tuple[ContinuousProducer, TailingConsumer]]:
+    """A tailing consumer (assigned first, so it misses nothing) and a continuous producer on
+    `topic`, both recording into `history`; both stopped on leaving, the producer flushed."""
+    consumer = TailingConsumer(bootstrap, topic, history).start_assigned()
+    try:
+        producer = ContinuousProducer(bootstrap, topic, history, partitions, rate,
+                                      **producer_options)
+        producer.start()
+        try:
+            yield producer, consumer
+        finally:
+            producer.stop()
+    finally:
+        consumer.stop()
+
+
+def acked_and_read(producer: ContinuousProducer, consumer: TailingConsumer, value: int,
+                   timeout_s: float) -> bool:
+    """Whether `value` (or a later one) is acknowledged and read within `timeout_s` each."""
+    producer.acks.watch(value)
+    consumer.reads.watch(value)
+    return (producer.acks.reached(value, timeout_s) is not None
+            and consumer.reads.reached(value, timeout_s) is not None)
 
 
 Records = dict[int, list[tuple[int, bytes | None]]]  # partition -> [(offset, value)]

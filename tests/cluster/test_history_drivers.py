@@ -13,10 +13,10 @@ from confluent_kafka.admin import AdminClient
 from tests.broker_process import BrokerProcess
 from tests.cluster.cluster_support import create_topic
 from tests.cluster.history import (
-    ContinuousProducer,
     History,
     Lost,
-    TailingConsumer,
+    acked_and_read,
+    continuous_run,
     encode_value,
     final_read,
     read_all,
@@ -29,31 +29,17 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def run_until(producer: ContinuousProducer, consumer: TailingConsumer, value: int) -> None:
-    """Until `value` has been acknowledged and read."""
-    producer.acks.watch(value)
-    consumer.reads.watch(value)
-    assert producer.acks.reached(value, WAIT_S) is not None, f"{value} not acked"
-    assert consumer.reads.reached(value, WAIT_S) is not None, f"{value} not read"
-
-
 def test_a_continuous_run_checks_clean(broker: BrokerProcess) -> None:
     topic = topic_name("history")
     create_topic(broker.bootstrap, topic, 3, replication_factor=1)
     history = History()
-    consumer = TailingConsumer(broker.bootstrap, topic, history).start_assigned()
-    producer = ContinuousProducer(broker.bootstrap, topic, history, partitions=3, rate=2000)
-    producer.start()
-    try:
-        run_until(producer, consumer, 1000)
-    finally:
-        producer.stop()
-        consumer.stop()
+    with continuous_run(broker.bootstrap, topic, history, 3, rate=2000) as (producer, consumer):
+        assert acked_and_read(producer, consumer, 1000, WAIT_S)
     final_read(history, broker.bootstrap, topic)
     report = history.check()
     assert report.ok, str(report)
-    sent = producer.next_value
     assert producer.unflushed == 0 and producer.fatal == []
+    sent = producer.next_value
     assert report.counts["sent"] == report.counts["acked"] == report.counts["final"] == sent
     assert report.counts["positions read"] >= 1000
 
@@ -63,17 +49,11 @@ def test_a_run_across_a_sigkill_and_restart_of_the_broker_checks_clean(
     topic = topic_name("killed")
     create_topic(broker.bootstrap, topic, 2, replication_factor=1)
     history = History()
-    consumer = TailingConsumer(broker.bootstrap, topic, history).start_assigned()
-    producer = ContinuousProducer(broker.bootstrap, topic, history, partitions=2, rate=1000)
-    producer.start()
-    try:
-        run_until(producer, consumer, 300)
+    with continuous_run(broker.bootstrap, topic, history, 2) as (producer, consumer):
+        assert acked_and_read(producer, consumer, 300, WAIT_S)
         broker.kill()
         broker.start()  # the same port: the clients reconnect by themselves
-        run_until(producer, consumer, producer.next_value + 300)
-    finally:
-        producer.stop()
-        consumer.stop()
+        assert acked_and_read(producer, consumer, producer.next_value + 300, WAIT_S)
     final_read(history, broker.bootstrap, topic)
     report = history.check()
     assert report.ok, str(report)
@@ -100,14 +80,8 @@ def test_records_deleted_from_the_log_are_lost_and_vanished_reads(
     topic = topic_name("deleted")
     create_topic(broker.bootstrap, topic, 1, replication_factor=1)
     history = History()
-    consumer = TailingConsumer(broker.bootstrap, topic, history).start_assigned()
-    producer = ContinuousProducer(broker.bootstrap, topic, history, rate=2000)
-    producer.start()
-    try:
-        run_until(producer, consumer, 200)
-    finally:
-        producer.stop()
-        consumer.stop()
+    with continuous_run(broker.bootstrap, topic, history, rate=2000) as (producer, consumer):
+        assert acked_and_read(producer, consumer, 200, WAIT_S)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     (deleted,) = admin.delete_records([TopicPartition(topic, 0, 10)]).values()
     assert deleted.result(30).low_watermark == 10  # the new log start
