@@ -309,24 +309,27 @@ class Progress:
 
 
 class ContinuousProducer(threading.Thread):
-    """A confluent-kafka idempotent acks=all producer writing `encode_value(0)`, `(1)`, ... to
-    `topic` until `stop()`, partition `n % partitions` for value n, recording every send and
-    delivery outcome into `history`. `rate` records/s paces it (None: as fast as the client
-    queue takes them). `acks` advances with every acknowledged value, in order per partition.
+    """A confluent-kafka idempotent acks=all producer writing `encode_value(first_value)`,
+    `(first_value + 1)`, ... to `topic` until `stop()`, partition `n % partitions` for value n,
+    recording every send (as producer `name`) and delivery outcome into `history`. `rate`
+    records/s paces it (None: as fast as the client queue takes them; `history` keeps a few
+    hundred bytes a record, so pace long runs). `acks` advances with every acknowledged value,
+    in order per partition. Producers sharing a history need disjoint value ranges.
 
     Invariant: `next_value` is the value the next produce call will use, so every value below
     it has been recorded as sent."""
 
     def __init__(self, bootstrap: str, topic: str, history: History, partitions: int = 1,
                  rate: float | None = 1000.0, value_size: int = 100,
-                 config: dict[str, Any] | None = None, flush_timeout_s: float = 60.0) -> None:
-        super().__init__(name=f"producer-{topic}", daemon=True)
+                 config: dict[str, Any] | None = None, flush_timeout_s: float = 60.0,
+                 first_value: int = 0, name: str = "") -> None:
+        super().__init__(name=name or f"producer-{topic}", daemon=True)
         self.topic, self.history, self.partitions = topic, history, partitions
         self.rate, self.value_size, self.flush_timeout_s = rate, value_size, flush_timeout_s
         self.config = {"bootstrap.servers": bootstrap, "enable.idempotence": True,
                        "acks": "all", "linger.ms": 5, **(config or {})}
         self.acks = Progress()
-        self.next_value = 0
+        self.first_value = self.next_value = first_value
         self.unflushed = 0  # still undelivered when the flush after stop() gave up
         self.fatal: list[str] = []  # fatal client errors (an idempotent producer stops on one)
         self.error: BaseException | None = None
@@ -345,7 +348,7 @@ class ContinuousProducer(threading.Thread):
             if self.rate is not None:
                 # Paced against the start, so a stall is followed by a catch-up burst, as an
                 # application with a steady inflow would send.
-                wait = start + self.next_value / self.rate - time.monotonic()
+                wait = start + (self.next_value - self.first_value) / self.rate - time.monotonic()
                 if wait > 0.001 and self._stopping.wait(wait):
                     break
             self._send(producer, self.next_value)
@@ -355,7 +358,7 @@ class ContinuousProducer(threading.Thread):
 
     def _send(self, producer: Producer, number: int) -> None:
         partition = number % self.partitions
-        self.history.sent(number, partition)
+        self.history.sent(number, partition, producer=self.name)
         value = encode_value(number, self.value_size)
         while True:
             try:
@@ -517,6 +520,8 @@ def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0) -> Records:
                 if p in open_ and msg.offset() < ends[p]:
                     records[p].append((msg.offset(), msg.value()))
                     positions[p] = msg.offset()
+                # Done at the last offset below the watermark: these runs write no
+                # transactions, so that offset holds a record (not a control marker).
                 if msg.offset() >= ends[p] - 1:
                     open_.discard(p)
         return records
