@@ -85,11 +85,12 @@ CONSUMER_SCRIPT = """
 import json, struct, sys, time
 from confluent_kafka import Consumer, TopicPartition
 bootstrap, topic, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fetch_wait_ms, give_up_s = int(sys.argv[4]), float(sys.argv[5])
 consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency",
-                     "fetch.wait.max.ms": 5, "enable.auto.commit": False})
+                     "fetch.wait.max.ms": fetch_wait_ms, "enable.auto.commit": False})
 consumer.assign([TopicPartition(topic, 0, 0)])
 latencies = []
-deadline = time.monotonic() + 120
+deadline = time.monotonic() + give_up_s
 print("ready", flush=True)
 while len(latencies) < total and time.monotonic() < deadline:
     msg = consumer.poll(0.05)  # returns as soon as a record is there (consume(n) would wait for n)
@@ -101,30 +102,49 @@ print(json.dumps(latencies))
 """
 
 
-def end_to_end_latency(bootstrap: str, topic: str, rate: int, seconds: float,
-                       linger_ms: int = 5) -> tuple[float, ...]:
-    """(p50 ms, p99 ms, fraction received) of produce-to-consume latency at `rate` records/s.
+def latencies_ms(bootstrap: str, topic: str, rate: int, seconds: float,
+                 producer_config: dict[str, object] | None = None, fetch_wait_ms: int = 5,
+                 give_up_s: float = 120.0) -> tuple[list[float], int]:
+    """(sorted produce-to-consume latencies in ms, records sent) at `rate` records/s to
+    partition 0 of `topic`, 100-byte records.
 
     Producer and consumer run in separate processes (no shared GIL); each record carries its
-    wall-clock send time. A new topic per call, so the consumer reads exactly these records."""
+    wall-clock send time. A new topic per call, so the consumer reads exactly these records;
+    it gives up `give_up_s` after it is assigned."""
     total = int(rate * seconds)
     reader = subprocess.Popen([sys.executable, "-c", CONSUMER_SCRIPT, bootstrap, topic,
-                               str(total)], stdout=subprocess.PIPE, text=True)
+                               str(total), str(fetch_wait_ms), str(give_up_s)],
+                              stdout=subprocess.PIPE, text=True)
     assert reader.stdout is not None
     reader.stdout.readline()  # "ready": assigned before the first record is sent
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms})
+    producer = Producer({"bootstrap.servers": bootstrap, **(producer_config or {})})
     start = time.perf_counter()
     for i in range(total):
         wait = start + i / rate - time.perf_counter()
         if wait > 0.0005:
             time.sleep(wait)
-        producer.produce(topic, struct.pack(">d", time.time()) + bytes(92))
+        while True:
+            try:
+                producer.produce(topic, struct.pack(">d", time.time()) + bytes(92), partition=0)
+                break
+            except BufferError:  # acknowledgements stalled and the client queue is full
+                producer.poll(0.1)
         producer.poll(0)
     producer.flush(30)
     latencies = sorted(json.loads(reader.stdout.read()))
     reader.wait(30)
-    return (statistics.median(latencies), latencies[int(0.99 * len(latencies)) - 1],
-            len(latencies) / total)
+    return latencies, total
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    return ordered[max(0, int(fraction * len(ordered)) - 1)]
+
+
+def end_to_end_latency(bootstrap: str, topic: str, rate: int, seconds: float,
+                       linger_ms: int = 5) -> tuple[float, ...]:
+    """(p50 ms, p99 ms, fraction received) of produce-to-consume latency at `rate` records/s."""
+    latencies, total = latencies_ms(bootstrap, topic, rate, seconds, {"linger.ms": linger_ms})
+    return (statistics.median(latencies), percentile(latencies, 0.99), len(latencies) / total)
 
 
 def main() -> None:

@@ -34,6 +34,15 @@ FETCH_TIMEOUT_MS, ELECTION_TIMEOUT_MS = 2000, 1000  # Kafka's defaults
 GIVE_UP_S = 60.0
 
 
+def bench_cluster(root: Path) -> ClusterProcess:
+    """Three nodes with Kafka's default quorum timeouts; leaderships stay where failovers put
+    them (no automatic rebalance moving them back between rounds)."""
+    return ClusterProcess(root, config={
+        "controller.quorum.fetch.timeout.ms": str(FETCH_TIMEOUT_MS),
+        "controller.quorum.election.timeout.ms": str(ELECTION_TIMEOUT_MS),
+        "auto.leader.rebalance.enable": "false"})
+
+
 def controller(cluster: ClusterProcess, node_id: int) -> str:
     return f"127.0.0.1:{cluster.controller_ports[node_id - 1]}"
 
@@ -139,10 +148,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cluster-bench-") as root:
-        cluster = ClusterProcess(Path(root), config={
-            "controller.quorum.fetch.timeout.ms": str(FETCH_TIMEOUT_MS),
-            "controller.quorum.election.timeout.ms": str(ELECTION_TIMEOUT_MS),
-            "auto.leader.rebalance.enable": "false"})
+        cluster = bench_cluster(Path(root))
         cluster.start()
         try:
             topics = [f"bench-{t}" for t in range(args.partitions // TOPIC_PARTITIONS)]
