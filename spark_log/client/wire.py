@@ -44,7 +44,8 @@ class WireClient:
 
     def __init__(self, bootstrap: str, timeout_s: float = 30.0,
                  client_id: str = "spark-log") -> None:
-        self.bootstrap = bootstrap.split(",")[0].strip()
+        self.addresses = [a.strip() for a in bootstrap.split(",") if a.strip()]
+        self.bootstrap = self.addresses[0]  # the one that answered last
         self.timeout_s = timeout_s
         self.client_id = client_id
         self._sockets: dict[str, socket.socket] = {}
@@ -95,8 +96,18 @@ class WireClient:
         deadline = time.monotonic() + self.timeout_s
         backoff = 0.02
         while True:
-            answer = self.request(self.coordinator(key, key_type), api_key, version, body,
-                                  decode)
+            try:
+                answer = self.request(self.coordinator(key, key_type), api_key, version, body,
+                                      decode)
+            except OSError:
+                # The coordinator died, or closed the connection because its write could not
+                # be replicated: ask whoever coordinates now.
+                if time.monotonic() + backoff > deadline:
+                    raise
+                self.close()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
             code = ErrorCode(error(answer))
             if code == ErrorCode.none:
                 return answer
@@ -107,18 +118,33 @@ class WireClient:
             time.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
+    def any_broker(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """Send a request to the first bootstrap broker that answers (the last one that did
+        first)."""
+        failure: OSError | None = None
+        for address in [self.bootstrap, *(a for a in self.addresses if a != self.bootstrap)]:
+            try:
+                answer = self.request(address, api_key, version, body)
+            except OSError as e:
+                failure = e
+                continue
+            self.bootstrap = address
+            return answer
+        assert failure is not None
+        raise failure
+
     # ---- discovery ----------------------------------------------------------------------------
     def coordinator(self, key: str, key_type: int) -> str:
         """The coordinator's address; the bootstrap broker while none is known (the request
         sent there answers NOT_COORDINATOR or the like, and is retried)."""
-        response = self.request(self.bootstrap, ApiKey.FIND_COORDINATOR, 3,
-                                {"key": key, "key_type": key_type})
+        response = self.any_broker(ApiKey.FIND_COORDINATOR, 3,
+                                   {"key": key, "key_type": key_type})
         if response.error_code != ErrorCode.none:
             return self.bootstrap
         return f"{response.host}:{response.port}"
 
     def brokers(self) -> list[str]:
-        meta = self.request(self.bootstrap, ApiKey.METADATA, 1, {"topics": []})
+        meta = self.any_broker(ApiKey.METADATA, 1, {"topics": []})
         return sorted(f"{b.host}:{b.port}" for b in meta.brokers) or [self.bootstrap]
 
     def leaders(self, topics: Iterable[str], create: bool = False
@@ -126,9 +152,9 @@ class WireClient:
         """(topic, partition) -> address of its leader, for the topics that exist. Metadata v4,
         so that a topic merely looked up is not created with the broker's defaults (below v4 a
         broker with auto.create.topics.enable creates it) unless `create` asks for that."""
-        meta = self.request(self.bootstrap, ApiKey.METADATA, 4,
-                            {"topics": [{"name": t} for t in sorted(set(topics))],
-                             "allow_auto_topic_creation": create})
+        meta = self.any_broker(ApiKey.METADATA, 4,
+                               {"topics": [{"name": t} for t in sorted(set(topics))],
+                                "allow_auto_topic_creation": create})
         address = {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
         return {(t.name, p.partition_index): address[p.leader_id] for t in meta.topics
                 if t.error_code == ErrorCode.none for p in t.partitions

@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 READER_GROUP = "pylog-reader"  # librdkafka requires a group.id; readers never join or commit
+LIST_OFFSETS_BACKOFF_S = 0.2  # between ListOffsets attempts while a leader moves
+# Kafka error codes of a partition whose leader is moving: LEADER_NOT_AVAILABLE,
+# NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+# OFFSET_NOT_AVAILABLE, and the client's own transport failure and timeout.
+_LEADER_MOVING = frozenset({5, 6, 7, 74, 75, 78, -195, -185})
 
 
 def bootstrap_for(client: ClientOptions) -> str:
@@ -179,14 +184,23 @@ class Cluster:
         if not tps:
             return {}
         request = {KTP(t, p): spec((t, p)) for t, p in tps}
-        try:
-            futures = self.admin.list_offsets(request, isolation_level=_isolation(
-                self.kafka_conf), request_timeout=self.timeout_s)
-            return {(k.topic, k.partition): f.result().offset for k, f in futures.items()}
-        except KafkaException as e:
-            raise PylogConnectionError(
-                f"Listing offsets of {_names(tps)} on {self.bootstrap} failed: "
-                f"{e.args[0].str() if e.args else e}") from None
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                futures = self.admin.list_offsets(request, isolation_level=_isolation(
+                    self.kafka_conf), request_timeout=self.timeout_s)
+                return {(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+            except KafkaException as e:
+                error = e.args[0] if e.args else None
+                # A leader moving (NOT_LEADER_OR_FOLLOWER, a new leader's OFFSET_NOT_AVAILABLE)
+                # passes: ask again, within the timeout.
+                if error is not None and (error.retriable() or error.code() in _LEADER_MOVING) \
+                        and time.monotonic() < deadline:
+                    time.sleep(LIST_OFFSETS_BACKOFF_S)
+                    continue
+                raise PylogConnectionError(
+                    f"Listing offsets of {_names(tps)} on {self.bootstrap} failed: "
+                    f"{error.str() if error is not None else e}") from None
 
     # ---- consumer group offsets ----------------------------------------------------------
     def committed(self, group: str, tps: Iterable[TopicPartition]

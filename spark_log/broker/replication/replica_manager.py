@@ -197,6 +197,14 @@ class ReplicaManager:
             raise NotLeaderError(key[0], key[1], state.leader, state.leader_epoch)
         return leader
 
+    def high_watermark_settled(self, topic: str, partition: int) -> bool:
+        """Whether a partition led here has its high watermark at least where its leader's
+        epoch began: until then a new leader's high watermark may lag the old leader's, and
+        ListOffsets answers OFFSET_NOT_AVAILABLE (KIP-207) rather than an offset that went
+        back."""
+        leader = self._leader((topic, partition))
+        return leader.high_watermark >= leader.epoch_start_offset
+
     def isr(self, topic: str, partition: int) -> tuple[int, ...]:
         """The committed ISR of a partition led here."""
         return self._leader((topic, partition)).isr

@@ -47,6 +47,11 @@ def _list_offset(services: Services, topic: str, p: Any, committed: bool,
                                              getattr(p, "current_leader_epoch", -1))
         log = services.replicas.log(topic, p.partition_index)
         leader_epoch = services.replicas.leader_epoch(topic, p.partition_index)
+        if not follower and not services.replicas.high_watermark_settled(topic,
+                                                                          p.partition_index):
+            raise KafkaError(ErrorCode.offset_not_available,
+                             f"{topic}-{p.partition_index}: the new leader's high watermark "
+                             f"is not yet caught up")
         visible = log.log_end_offset if follower else \
             services.replicas.last_stable_offset(log) if committed else log.high_watermark
         if p.timestamp == LATEST:
