@@ -2,8 +2,9 @@
 
 Command families register themselves from their modules (`broker` runs a broker in the
 foreground; `topics`, `produce`, `consume`, `groups`, `dump-log`, `perf`, `sidecar`, `storage`,
-`cluster` and `metadata-quorum` are the tools). Every failure is one `error:` line on stderr: a
-bad flag exits 2 (argparse's convention), a failing command 1, Ctrl-C 130.
+`cluster`, `metadata-quorum`, `reassign-partitions` and `leader-election` are the tools). Every
+failure is one `error:` line on stderr: a bad flag exits 2 (argparse's convention), a failing
+command 1, Ctrl-C 130.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from .consume import add_consume_parser
 from .dump_log import add_dump_log_parser
 from .errors import EXIT_FAILURE, EXIT_USAGE, CliError, kafka_error_text
 from .groups import add_groups_parser
+from .leader_election import add_leader_election_parser
 from .metadata_quorum import add_metadata_quorum_parser
 from .perf import add_perf_parser
 from .produce import add_produce_parser
+from .reassign_partitions import add_reassign_partitions_parser
 from .sidecar_command import add_sidecar_parser
 from .storage_command import add_storage_parser
 from .topics import add_topics_parser
@@ -61,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_storage_parser(commands)
     add_cluster_parser(commands)
     add_metadata_quorum_parser(commands)
+    add_reassign_partitions_parser(commands)
+    add_leader_election_parser(commands)
     return parser
 
 

@@ -10,10 +10,15 @@ the leader (INVALID_REQUEST); a recovering leader's ISR is only itself and a rec
 not go back to recovering (INVALID_REQUEST); every new ISR member is registered, unfenced, not
 shutting down, and of the broker epoch the asker names (INELIGIBLE_REPLICA). A broker whose own
 epoch is stale gets STALE_BROKER_EPOCH for the whole request.
+
+An ISR that comes to hold every target replica of a reassignment in progress completes it (see
+`partition_reassignments`); if that moves the leadership away from the asker, it is answered
+NEW_LEADER_ELECTED.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from spark_log.metadata import MetadataImage, PartitionRegistration, TopicImage
@@ -27,6 +32,8 @@ from spark_log.metadata.records import PartitionChangeRecord
 from spark_log.protocol import ErrorCode
 
 from .controller_result import ControllerResult, response_for
+
+log = logging.getLogger(__name__)
 
 NO_EPOCH = -1  # v2 names ISR members without their broker epochs
 
@@ -66,7 +73,11 @@ def _alter(image: MetadataImage, asker: int, topic: TopicImage, data: Any,
                                     acceptable_leaders(image.brokers), target)
     if result is not None:
         records.append(result.record)
-        partition = partition.merge(result.record)
+        was_moving, partition = partition.is_reassigning, partition.merge(result.record)
+        if was_moving and not partition.is_reassigning:
+            log.info("The ISR change of %s-%d by broker %d completes its reassignment: "
+                     "replicas %s", topic.name, data.partition_index, asker,
+                     list(partition.replicas))
         if partition.leader != asker:  # only a reassignment may move the leader here
             return _error(data.partition_index, ErrorCode.new_leader_elected)
     return {"partition_index": data.partition_index, "error_code": ErrorCode.none,

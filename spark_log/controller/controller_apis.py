@@ -22,6 +22,11 @@ from .config_control import alter_configs, incremental_alter_configs
 from .controller_result import ApiError, ControllerResult, response_for
 from .controller_settings import ControllerSettings
 from .leader_election import elect_leaders, every_partition_fails
+from .partition_reassignments import (
+    alter_partition_reassignments,
+    every_reassignment_fails,
+    list_partition_reassignments,
+)
 from .producer_id_control import allocate_producer_ids
 from .replication_control import Random, create_partitions, create_topics
 from .topic_deletion import delete_topics, every_topic_fails
@@ -42,6 +47,8 @@ DELETE_TOPICS = 20
 ALTER_CONFIGS = 33
 CREATE_PARTITIONS = 37
 ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
 ALTER_PARTITION = 56
 INCREMENTAL_ALTER_CONFIGS = 44
 BROKER_REGISTRATION = 62
@@ -96,6 +103,9 @@ _DECISIONS: Mapping[int, Decision] = {
     ALTER_CONFIGS: lambda c, r: alter_configs(c.image, r, settings=c.settings),
     ALLOCATE_PRODUCER_IDS: lambda c, r: allocate_producer_ids(c.image, r),
     ELECT_LEADERS: lambda c, r: elect_leaders(c.image, r),
+    ALTER_PARTITION_REASSIGNMENTS: lambda c, r: alter_partition_reassignments(
+        c.image, r, settings=c.settings),
+    LIST_PARTITION_REASSIGNMENTS: lambda c, r: list_partition_reassignments(c.image, r),
     ALTER_PARTITION: lambda c, r: alter_partition(c.image, r),
 }
 
@@ -145,6 +155,8 @@ _ERROR_RESPONSES: Mapping[int, Callable[[Any, ApiError], Any]] = {
     ALLOCATE_PRODUCER_IDS: lambda r, e: response_for(r, {
         "error_code": e.code, "producer_id_start": 0, "producer_id_len": 0}),
     ELECT_LEADERS: every_partition_fails,
+    ALTER_PARTITION_REASSIGNMENTS: every_reassignment_fails,
+    LIST_PARTITION_REASSIGNMENTS: lambda r, e: response_for(r, {**_error(e), "topics": []}),
     ALTER_PARTITION: lambda r, e: response_for(r, {"throttle_time": 0, "error_code": e.code,
                                                    "topics": []}),
 }

@@ -190,10 +190,11 @@ class QuorumController:
         return False
 
     def _log_unclean(self, result: ControllerResult[Any]) -> None:
-        if result.unclean_elections:
-            log.warning("Controller %d elected leaders uncleanly (data may be lost) for %s",
-                        self._driver.node_id, ", ".join(f"{t}-{p}" for t, p in
-                                                result.unclean_elections))
+        # One line per partition, so that an operator searching for a partition finds it.
+        for topic, partition in result.unclean_elections:
+            log.warning("Controller %d: unclean leader election for partition %s-%d: its new "
+                        "leader was not in the ISR, so records acknowledged before may be lost",
+                        self._driver.node_id, topic, partition)
 
     # ---- the quorum's news ------------------------------------------------------------------
     def _on_commit(self, batches: Sequence[Batch]) -> None:

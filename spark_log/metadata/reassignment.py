@@ -5,12 +5,14 @@ A move first widens the replicas to target + removed ones, marking which are bei
 removed; the partition keeps its leader and ISR while the new replicas catch up. When the ISR
 holds every target replica, the next change of the partition (see `partition_change`) drops the
 removed replicas and completes the move. A move that only reorders replicas, or whose targets
-are all in the ISR already, completes at once.
+are all in the ISR already, completes at once. A move submitted while another is in progress
+replaces it: the widened replicas are recomputed from the current ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from uuid import UUID
 
 from .broker_registration import BrokerRegistration
@@ -43,12 +45,15 @@ def reassign(
     validate_manual_assignment(target_replicas, brokers)
     target = tuple(target_replicas)
     removing = tuple(sorted(set(partition.replicas) - set(target)))
-    adding = tuple(sorted(set(target) - set(partition.replicas)))
+    # A new target replaces a move in progress: replicas it was adding that stay targets are
+    # still catching up, so they stay marked as added (Kafka would keep the old markers).
+    adding = tuple(sorted((set(target) - set(partition.replicas))
+                          | (set(partition.adding_replicas) & set(target))))
     replicas = target + removing
     change = TargetChange(
         replicas=replicas if replicas != partition.replicas else None,
-        removing_replicas=removing or None,
-        adding_replicas=adding or None,
+        removing_replicas=removing,
+        adding_replicas=adding,
     )
     return build_partition_change(topic_id, partition_id, partition,
                                   acceptable_leaders(brokers), change)
@@ -63,7 +68,8 @@ def cancel_reassignment(
 ) -> PartitionChangeResult | None:
     """The change that reverts a move in progress: the replicas it was adding leave the
     replicas and the ISR. If only added replicas were in the ISR, the first original replica
-    becomes the ISR, an unclean election Kafka allows only with unclean leader election on.
+    becomes the ISR, an unclean election Kafka allows only with unclean leader election on (the
+    result then says it was unclean).
 
     Raises `NoReassignmentInProgressError` when the partition is not moving and
     `InvalidReplicaAssignmentError` when reverting would need a refused unclean election.
@@ -72,7 +78,8 @@ def cancel_reassignment(
         raise NoReassignmentInProgressError("No partition reassignment is in progress.")
     original = tuple(r for r in partition.replicas if r not in partition.adding_replicas)
     isr = tuple(r for r in partition.isr if r not in partition.adding_replicas)
-    if not isr:
+    forced = not isr
+    if forced:
         if not original:
             raise InvalidReplicaAssignmentError(
                 "Invalid replica assignment: addingReplicas contains all replicas.")
@@ -84,5 +91,8 @@ def cancel_reassignment(
     change = TargetChange(
         isr=isr, replicas=original, removing_replicas=(), adding_replicas=(),
         election=Election.UNCLEAN if unclean_leader_election else Election.ONLINE)
-    return build_partition_change(topic_id, partition_id, partition,
-                                  acceptable_leaders(brokers), change)
+    result = build_partition_change(topic_id, partition_id, partition,
+                                    acceptable_leaders(brokers), change)
+    if result is not None and forced:  # its leader comes from outside the ISR
+        result = replace(result, unclean=True)
+    return result

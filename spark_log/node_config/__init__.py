@@ -2,6 +2,7 @@
 everything that reads them: the broker, the controller and `spark-log storage`.
 
     definitions.py     every setting: name, type, default, what values it takes
+    dynamic_broker_config.py  the broker settings that are only dynamic (replication throttles)
     endpoints.py       `listeners`, `advertised.listeners`, `listener.security.protocol.map`
     voters.py          `controller.quorum.voters` (`id@host:port,...`)
     node.py            what the node is: id, roles, voters, listeners with their advertised address

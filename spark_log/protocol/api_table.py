@@ -175,6 +175,8 @@ _RANGES: dict[int, tuple[str, int | None, int | None]] = {
     42: ("delete_groups", None, None),
     43: ("elect_leaders", None, None),
     44: ("incremental_alter_configs", None, None),
+    45: ("alter_partition_reassignments", None, None),
+    46: ("list_partition_reassignments", None, None),
     47: ("offset_delete", None, None),
     55: ("describe_quorum", 2, None),
     60: ("describe_cluster", None, None),

@@ -240,6 +240,46 @@ def test_describe_broker_configs(shared_broker: BrokerProcess) -> None:
     assert configs["num.partitions"].is_read_only
 
 
+def test_replication_throttles_are_dynamic_configs(shared_broker: BrokerProcess) -> None:
+    """What `reassign-partitions --throttle` sets: the broker-level rates (kept in the cluster
+    metadata, described as dynamic) and the topic-level throttled replica lists."""
+    client = admin(shared_broker)
+    broker = ConfigResource(ConfigResource.Type.BROKER, "0")
+
+    def alter(resource_type: ConfigResource.Type, name: str, key: str, value: str | None
+              ) -> None:
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        resource = ConfigResource(resource_type, name, incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=op)])
+        client.incremental_alter_configs([resource])[resource].result(30)
+
+    def rate() -> ConfigEntry:
+        return client.describe_configs([broker])[broker].result(30)[
+            "leader.replication.throttled.rate"]
+
+    assert rate().is_default and not rate().is_read_only
+    alter(ConfigResource.Type.BROKER, "0", "leader.replication.throttled.rate", "1000")
+    assert (rate().value, rate().source) == ("1000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    alter(ConfigResource.Type.BROKER, "0", "leader.replication.throttled.rate", None)
+    assert rate().is_default and rate().value == str(2**63 - 1)
+    for key, value, code in (("follower.replication.throttled.rate", "-1",
+                              KafkaError.INVALID_CONFIG),
+                             ("num.partitions", "3", KafkaError.INVALID_REQUEST)):
+        with pytest.raises(KafkaException) as refused:
+            alter(ConfigResource.Type.BROKER, "0", key, value)
+        assert refused.value.args[0].code() == code
+
+    name = unique("throttled")
+    create_topic(shared_broker, name)
+    alter(ConfigResource.Type.TOPIC, name, "leader.replication.throttled.replicas", "0:0")
+    topic = ConfigResource(ConfigResource.Type.TOPIC, name)
+    assert client.describe_configs([topic])[topic].result(30)[
+        "leader.replication.throttled.replicas"].value == "0:0"
+    with pytest.raises(KafkaException) as refused:
+        alter(ConfigResource.Type.TOPIC, name, "follower.replication.throttled.replicas", "x")
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
 def test_list_topics_and_cluster(shared_broker: BrokerProcess) -> None:
     name = unique("listed")
     create_topic(shared_broker, name, 2)

@@ -40,11 +40,16 @@ FIELDS: dict[int, dict[str, Any]] = {
          "topic_partitions": [{"topic": "t", "partitions": [0, 1]}]},
     56: {"broker_id": 1, "broker_epoch": 5, "topics": [{"topic_id": uuid.UUID(int=9),
                                                          "partitions": []}]},
+    45: {"timeout": 10, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "replicas": [1, 2]}, {"partition_index": 1, "replicas": None}]}]},
+    46: {"timeout": 10, "topics": None},
 }
 VERSIONS = {62: range(5), 63: range(2), 64: range(1), 19: range(2, 8), 20: range(1, 7),
             37: range(4), 44: range(2), 33: range(3), 67: range(1), 43: range(3),
-            56: range(2, 4)}
-TOP_LEVEL_ONLY = {56}  # Kafka answers AlterPartition's errors at the top level alone
+            56: range(2, 4), 45: range(2), 46: range(1)}
+# Kafka answers AlterPartition's errors at the top level alone, and ListPartitionReassignments
+# names no items.
+TOP_LEVEL_ONLY = {56, 46}
 
 
 def error_codes(entity: Any) -> list[Any]:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 from spark_log.clock import SYSTEM_CLOCK
 from spark_log.controller.controller_config import ControllerTimings
@@ -158,7 +161,7 @@ def test_the_session_timer_fences_a_silent_broker_on_its_own(tmp_path: Path) -> 
 
 
 def test_leaderless_partitions_are_elected_uncleanly_once_their_topic_allows_it(
-        tmp_path: Path) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async def scenario() -> None:
         node = LoneController(tmp_path, timings=ControllerTimings(
             unclean_election_check_interval_ms=20))
@@ -188,7 +191,12 @@ def test_leaderless_partitions_are_elected_uncleanly_once_their_topic_allows_it(
             "lossy", 0).leader == 2, 5, "the unclean election")
         assert controller.image.partition("safe", 0).leader == -1  # type: ignore
         await node.close()
-    asyncio.run(scenario())
+    with caplog.at_level(logging.WARNING, logger="spark_log.controller.quorum_controller"):
+        asyncio.run(scenario())
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+                and "unclean leader election" in r.getMessage()]
+    assert len(warnings) == 1 and "partition lossy-0" in warnings[0] \
+        and "may be lost" in warnings[0]
 
 
 def test_followers_answer_not_controller_and_see_what_the_leader_commits(

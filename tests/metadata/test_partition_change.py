@@ -200,6 +200,7 @@ def test_cancelling_needs_unclean_election_when_only_new_replicas_are_in_sync():
     result = cancel_reassignment(TOPIC, 0, moving, CLUSTER, unclean_leader_election=True)
     assert result.record == record(replicas=(1, 2, 3), isr=(1,), leader=1,
                                    removing_replicas=(), adding_replicas=())
+    assert result.unclean  # 1 was not in the ISR: the caller logs possible data loss
     with pytest.raises(NoReassignmentInProgressError):
         cancel_reassignment(TOPIC, 0, FOO, CLUSTER)
 

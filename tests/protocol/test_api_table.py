@@ -29,7 +29,7 @@ ZSTD_PRODUCE, ZSTD_FETCH = 7, 10
 BATCH_V2_PRODUCE, BATCH_V2_FETCH = 3, 4
 
 BROKER_APIS = [0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25]
-BROKER_APIS += [26, 27, 28, 32, 33, 35, 37, 42, 43, 44, 47, 55, 60, 61, 65, 66]
+BROKER_APIS += [26, 27, 28, 32, 33, 35, 37, 42, 43, 44, 45, 46, 47, 55, 60, 61, 65, 66]
 
 
 def advertised(topic_ids: bool = False) -> dict[int, tuple[int, int]]:

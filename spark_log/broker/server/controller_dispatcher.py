@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 # Admin requests brokers forward to the active controller.
 FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-                       ApiKey.ELECT_LEADERS})
+                       ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                       ApiKey.LIST_PARTITION_REASSIGNMENTS})
 QUORUM_KEYS = frozenset({*QUORUM_API_TABLE, ApiKey.FETCH})
 CONTROLLER_KEYS = frozenset({*CONTROLLER_API_TABLE, *FORWARDED})
 API_KEYS = frozenset({ApiKey.API_VERSIONS, *QUORUM_KEYS, *CONTROLLER_KEYS})

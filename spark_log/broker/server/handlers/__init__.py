@@ -23,6 +23,7 @@ def load_all() -> dict[int, Handler]:
         log_dirs,
         metadata,
         offsets,
+        partition_reassignments,
         produce,
         producer_ids,
         quorum_admin,
