@@ -35,6 +35,7 @@ from spark_log.broker.metrics.broker_metrics import BrokerMetrics
 from spark_log.broker.replication.alter_partition_manager import AlterPartitionManager
 from spark_log.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from spark_log.broker.replication.replica_manager import ReplicaManager, ReplicationSettings
+from spark_log.broker.replication.replication_quota import ReplicationQuotas
 from spark_log.broker.server.dispatcher import Dispatcher
 from spark_log.broker.server.handlers import load_all
 from spark_log.broker.server.listener import Listener
@@ -109,15 +110,18 @@ class Broker:
         self.replicas = ReplicaManager(
             self.logs, self.node_id, self.clock,
             ReplicationSettings(self.config.get("replica.lag.time.max.ms")))
+        quotas = ReplicationQuotas(self.node_id, lambda: self.cache.image,
+                                   lambda: self.clock.monotonic_ms() / 1000)
         self.fetchers = ReplicaFetcherManager(
             self.node_id, self.replicas,
             lambda broker: self.cache.endpoint(broker, self.listener_name),
-            FetcherSettings.from_broker(self.config.get))
+            FetcherSettings.from_broker(self.config.get), quotas)
         self.isr_changes = AlterPartitionManager(
             self.node_id, self.channel.call, lambda: self.lifecycle.epoch, self._topic_id,
             self.replicas)
         self.replicas.followers = self.fetchers
         self.replicas.isr_changes = self.isr_changes
+        self.replicas.quotas = quotas
         self.cleaner = LogCleaner(self.logs, CleanerConfig.from_broker(self.config.get),
                                   clock=self.clock,
                                   last_stable_offset=self.replicas.last_stable_offset,

@@ -1,12 +1,12 @@
 """`spark-log reassign-partitions` and `spark-log leader-election` against a real three-node
 cluster (every node a broker and a voter), as a user runs them.
 
-A move onto a new broker completes only once that replica has caught up and joined the ISR,
-which takes replica fetchers; here such a move stays in progress, so these tests check what
-holds regardless: a started move is listed and verified as in progress with its throttles set,
-cancelling reverts it and clears the throttles, a move within the ISR (a new order) completes at
-once, a preferred election then hands the leadership to the new first replica, and bad input is
-one clear error with a non-zero exit. Completion itself is tested on the controller's decisions.
+A move onto a new broker completes only once that replica has caught up and joined the ISR: a
+move of a few MB throttled to 100 kB/s is listed and verified as in progress with its throttles
+set, and cancelling reverts it and clears the throttles; an unthrottled move completes, drops
+the old replica and --verify clears the throttles; a move within the ISR (a new order)
+completes at once, a preferred election then hands the leadership to the new first replica; and
+bad input is one clear error with a non-zero exit.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.cli.conftest import run_cli
@@ -50,6 +51,20 @@ def refused(cluster: ClusterProcess, *args: str) -> str:
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: ")
     return line
+
+
+THROTTLE = 100_000  # B/s
+THROTTLED_BYTES = 3 << 20  # at THROTTLE, half a minute of replication
+
+
+def fill(cluster: ClusterProcess, topic: str, size: int) -> None:
+    """`size` bytes of 1 kB records in partition 0, acknowledged by every in-sync replica."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "linger.ms": 20})
+    for n in range(size // 1024):
+        producer.produce(topic, b"%08d" % n + b"x" * 1016, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
 
 
 def create(cluster: ClusterProcess, name: str, assignment: list[list[int]]) -> None:
@@ -100,9 +115,10 @@ def test_generate_proposes_the_topics_over_the_broker_list(cluster: ClusterProce
 def test_a_move_is_listed_in_progress_throttled_and_cancelled(cluster: ClusterProcess,
                                                               tmp_path: Path) -> None:
     create(cluster, "moving", [[1, 2]])
+    fill(cluster, "moving", THROTTLED_BYTES)  # far more than the throttle lets through at once
     plan = moves(tmp_path, "plan.json", ("moving", 0, [1, 3]))
     out = ok(cluster, "reassign-partitions", "--execute", "--reassignment-json-file", plan,
-             "--throttle", "1000000")
+             "--throttle", str(THROTTLE))
     assert out.splitlines() == [
         "Current partition replica assignment", "",
         '{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[1,2],'
@@ -110,7 +126,7 @@ def test_a_move_is_listed_in_progress_throttled_and_cancelled(cluster: ClusterPr
         "Save this to use as the --reassignment-json-file option during rollback",
         "Warning: You must run --verify periodically, until the reassignment completes, to "
         "ensure the throttle is removed.",
-        "The inter-broker throttle limit was set to 1000000 B/s",
+        f"The inter-broker throttle limit was set to {THROTTLE} B/s",
         "Successfully started partition reassignment for moving-0"]
     # Replicas are the target then the removed one; broker 3 catches up before 2 leaves.
     partition = describe_topic(cluster.nodes[2].bootstrap, "moving")[0]
@@ -126,7 +142,7 @@ def test_a_move_is_listed_in_progress_throttled_and_cancelled(cluster: ClusterPr
     for broker in ("1", "2", "3"):
         assert configs(cluster, ConfigResource.Type.BROKER, broker,
                        "leader.replication.throttled.rate") == {
-            "leader.replication.throttled.rate": "1000000"}
+            "leader.replication.throttled.rate": str(THROTTLE)}
 
     verify = ok(cluster, "reassign-partitions", "--verify", "--reassignment-json-file", plan)
     assert verify.splitlines() == ["Status of partition reassignment:",
@@ -152,6 +168,27 @@ def test_a_move_is_listed_in_progress_throttled_and_cancelled(cluster: ClusterPr
     assert ok(cluster, "reassign-partitions", "--cancel", "--reassignment-json-file", plan,
               "--preserve-throttles") == \
         "None of the specified partition reassignments are active.\n"
+
+
+def test_an_unthrottled_move_completes_and_verify_clears_its_throttles(
+        cluster: ClusterProcess, tmp_path: Path) -> None:
+    create(cluster, "grown", [[1, 2]])
+    fill(cluster, "grown", 256 << 10)
+    plan = moves(tmp_path, "grow.json", ("grown", 0, [3, 1]))
+    ok(cluster, "reassign-partitions", "--execute", "--reassignment-json-file", plan,
+       "--throttle", "1000000000")
+
+    def completed() -> bool:
+        return describe_topic(cluster.nodes[0].bootstrap, "grown")[0].replicas == [3, 1]
+
+    assert wait_for(completed, 60), describe_topic(cluster.nodes[0].bootstrap, "grown")
+    assert sorted(describe_topic(cluster.nodes[0].bootstrap, "grown")[0].isrs) == [1, 3]
+    verify = ok(cluster, "reassign-partitions", "--verify", "--reassignment-json-file", plan)
+    assert "Reassignment of partition grown-0 is completed." in verify.splitlines()
+    assert configs(cluster, ConfigResource.Type.TOPIC, "grown",
+                   "follower.replication.throttled.replicas") == {
+        "follower.replication.throttled.replicas": None}
+    assert wait_for(lambda: not (Path(cluster.nodes[1].data_dir) / "grown-0").exists(), 30)
 
 
 def test_a_new_order_completes_at_once_and_a_preferred_election_follows_it(

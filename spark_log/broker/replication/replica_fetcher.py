@@ -11,6 +11,9 @@ truncates (`spark_log.replication.truncation`, KIP-101/279) before fetching agai
 OFFSET_OUT_OF_RANGE, when the follower is below the leader's log start (it starts empty there)
 or above its log end (only after an unclean election: it truncates to it).
 
+A partition this broker is catching up on (outside the ISR) that a reassignment throttles is
+left out of the fetches while the follower-side rate is exceeded (`replication_quota`).
+
 A partition error (a leader epoch that moved on, a leader that no longer leads) holds that
 partition back for `replica.fetch.backoff.ms` or until the metadata names its leader again; a
 leader that cannot be reached holds back all of the fetcher's partitions.
@@ -31,6 +34,7 @@ from kio.schema.list_offsets.v4.request import ListOffsetsRequest
 
 from spark_log.broker.errors import UnknownTopicError
 from spark_log.broker.replication.leader_epochs import NotLeaderError
+from spark_log.broker.replication.replication_quota import ReplicationQuotas
 from spark_log.client.async_connection import AsyncConnection
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.entity_build import build
@@ -42,6 +46,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 LATEST, EARLIEST = -1, -2
+THROTTLE_HOLD_MS = 100  # a throttled partition's wait before the rate is looked at again
 
 
 class FollowerLogs(Protocol):
@@ -51,6 +56,8 @@ class FollowerLogs(Protocol):
 
     def append_as_follower(self, target: PartitionLog, records: bytes | memoryview,
                            leader_high_watermark: int, leader_log_start: int) -> None: ...
+
+    def in_sync(self, topic: str, partition: int) -> bool: ...
 
 
 Endpoints = Callable[[int], tuple[str, int] | None]
@@ -87,9 +94,11 @@ class ReplicaFetcher:
     fetcher; its fetch offset is always its log's end. Event-loop only."""
 
     def __init__(self, node_id: int, leader_id: int, fetcher_id: int, logs: FollowerLogs,
-                 endpoint_of: Endpoints, settings: FetcherSettings) -> None:
+                 endpoint_of: Endpoints, settings: FetcherSettings,
+                 quotas: ReplicationQuotas | None = None) -> None:
         self.node_id, self.leader_id, self.fetcher_id = node_id, leader_id, fetcher_id
         self.logs, self.endpoint_of, self.settings = logs, endpoint_of, settings
+        self.quotas = quotas
         self.partitions: dict[TopicPartition, _Fetching] = {}
         self._changed = asyncio.Event()
         self._connection: AsyncConnection | None = None
@@ -150,7 +159,16 @@ class ReplicaFetcher:
             if self.partitions.get(key) is fetching:
                 fetching.held_until = until
 
+    def _throttled(self, key: TopicPartition) -> bool:
+        """A partition this broker is catching up on whose traffic is throttled."""
+        return self.quotas is not None and not self.logs.in_sync(*key) and \
+            self.quotas.throttled("follower", key[0], key[1], self.node_id)
+
     async def _fetch_once(self, ready: dict[TopicPartition, _Fetching]) -> None:
+        if self.quotas is not None and self.quotas.exceeded("follower"):
+            held = {k: f for k, f in ready.items() if self._throttled(k)}
+            self._hold(held, THROTTLE_HOLD_MS)
+            ready = {k: f for k, f in ready.items() if k not in held}
         fetched: dict[TopicPartition, tuple[_Fetching, PartitionLog]] = {}
         for key, fetching in ready.items():
             try:
@@ -181,6 +199,8 @@ class ReplicaFetcher:
                 key = (topic.topic, answer.partition_index)
                 found = fetched.get(key)
                 if found is not None and self.partitions.get(key) is found[0]:
+                    if self.quotas is not None and answer.records and self._throttled(key):
+                        self.quotas.record("follower", len(answer.records))
                     await self._handle(connection, key, found[0], found[1], answer)
 
     async def _connect(self) -> AsyncConnection | None:
@@ -291,9 +311,10 @@ class ReplicaFetcherManager:
     Event-loop only."""
 
     def __init__(self, node_id: int, logs: FollowerLogs, endpoint_of: Endpoints,
-                 settings: FetcherSettings) -> None:
+                 settings: FetcherSettings, quotas: ReplicationQuotas | None = None) -> None:
         self.node_id, self.logs, self.endpoint_of, self.settings = \
             node_id, logs, endpoint_of, settings
+        self.quotas = quotas
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
         self._started = False
@@ -310,7 +331,8 @@ class ReplicaFetcherManager:
         fetcher = self._fetchers.get(where)
         if fetcher is None:
             fetcher = self._fetchers[where] = ReplicaFetcher(
-                self.node_id, leader, where[1], self.logs, self.endpoint_of, self.settings)
+                self.node_id, leader, where[1], self.logs, self.endpoint_of, self.settings,
+                self.quotas)
             if self._started:
                 fetcher.start()
         fetcher.add(key, leader_epoch)

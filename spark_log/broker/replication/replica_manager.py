@@ -27,13 +27,14 @@ from typing import NamedTuple, Protocol
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError
 from spark_log.broker.replication.leader_epochs import NotLeaderError, check_leader_epoch
+from spark_log.broker.replication.replication_quota import ReplicationQuotas
 from spark_log.clock import Clock
 from spark_log.metadata import PartitionRegistration
 from spark_log.protocol import ErrorCode
 from spark_log.replication.leader_partition import IsrChange, LeaderPartition
 from spark_log.storage.append_info import AppendInfo, AppendOrigin
 from spark_log.storage.errors import OffsetOutOfRangeError
-from spark_log.storage.log.file_records import FetchSlice, slice_next_offset
+from spark_log.storage.log.file_records import EMPTY_SLICE, FetchSlice, slice_next_offset
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.partition_log import PartitionLog
 
@@ -104,6 +105,7 @@ class ReplicaManager:
         self.settings = settings or ReplicationSettings()
         self.followers: Followers = _NoFollowers()
         self.isr_changes: IsrChanges = _NoIsrChanges()
+        self.quotas: ReplicationQuotas | None = None  # replication throttles, if any
         self._states: dict[TopicPartition, PartitionRegistration] = {}
         self._leaders: dict[TopicPartition, LeaderPartition] = {}
         self._waiting: defaultdict[TopicPartition, set[asyncio.Future[None]]] = defaultdict(set)
@@ -318,7 +320,14 @@ class ReplicaManager:
             if epoch < last_fetched_epoch or end < fetch_offset:
                 return FollowerRead(target.read(target.log_end_offset, 0), target.high_watermark,
                                     target.log_start_offset, (epoch, end))
-        records = target.read(fetch_offset, max_bytes, min_one_batch=first)
+        throttled = self.quotas is not None and replica_id not in leader.isr and \
+            self.quotas.throttled("leader", topic, partition, self.node_id)
+        if throttled and self.quotas is not None and self.quotas.exceeded("leader"):
+            records = EMPTY_SLICE  # a throttled replica catching up waits for the rate
+        else:
+            records = target.read(fetch_offset, max_bytes, min_one_batch=first)
+            if throttled and self.quotas is not None:
+                self.quotas.record("leader", records.size)
         if leader.follower_fetched(replica_id, fetch_offset, self.clock.now_ms()):
             self._high_watermark_moved(key, leader)
         change = leader.expansion(replica_id)
@@ -366,6 +375,11 @@ class ReplicaManager:
         self._wake(key)
 
     # ---- the follower's log ----------------------------------------------------------------
+    def in_sync(self, topic: str, partition: int) -> bool:
+        """Whether the metadata has this broker in the partition's ISR."""
+        state = self._states.get((topic, partition))
+        return state is not None and self.node_id in state.isr
+
     def follower_log(self, topic: str, partition: int, leader_epoch: int) -> PartitionLog:
         """The log of a partition this broker follows at `leader_epoch` (the fetcher's view
         may be stale: then NOT_LEADER_OR_FOLLOWER)."""
