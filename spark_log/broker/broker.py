@@ -238,7 +238,8 @@ class Broker:
         from spark_log.broker.metrics.metrics_state import BrokerState, broker_state_metrics
 
         state = BrokerState(self.logs, self.groups, self.transactions,
-                            lambda: self.listener.connection_count)
+                            lambda: self.listener.connection_count,
+                            self.replicas.led_partitions)
         self.metrics.add_state(lambda: broker_state_metrics(state))
         self.metrics.count_records_out = True
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.cluster_support import create_topic, leaders_of, wait_for
 from tests.cluster_process import ClusterProcess
@@ -92,3 +93,22 @@ def test_a_killed_controller_is_replaced_and_its_broker_counted_fenced(
     assert value(counts, "spark_log_controller_offline_partitions") == 0
     for n in survivors:  # one election timed before start-up, one after the kill
         assert value(scrape(cluster, n), "spark_log_raft_election_seconds_count") >= 2
+
+
+def test_a_dead_follower_makes_its_leaders_partitions_under_replicated(
+        cluster: ClusterProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("watched", 1, replica_assignment=[[1, 2, 3]], config={
+        "min.insync.replicas": "3"})])["watched"].result(30)
+
+    def gauges(node: int) -> tuple[float | None, float | None]:
+        samples = scrape(cluster, node)
+        return (value(samples, "spark_log_under_replicated_partitions", topic="watched"),
+                value(samples, "spark_log_under_min_isr_partitions", topic="watched"))
+
+    assert wait_for(lambda: gauges(1) == (0, 0), 15), gauges(1)
+    cluster.nodes[2].kill()  # node 3, a follower: fenced, then out of the ISR
+    assert wait_for(lambda: gauges(1) == (1, 1), SESSION_TIMEOUT_S + 15), gauges(1)
+    assert gauges(2) == (0, 0)  # a follower reports only what it leads
+    cluster.nodes[2].start()
+    assert wait_for(lambda: gauges(1) == (0, 0), 30), gauges(1)

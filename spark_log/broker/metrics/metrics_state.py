@@ -1,7 +1,8 @@
 """Scrape-time gauges of a broker's state, for `BrokerMetrics.add_state`: log size, start and
 end offsets per partition, under-replicated partitions per topic, consumer group committed
 offsets and lag per partition, open transactions, active connections and offline log
-directories.
+directories; of the partitions this broker leads, those under-replicated and under
+min.insync.replicas.
 
 Read from the broker's own structures when Prometheus scrapes, on the event loop that serves
 `/metrics` (see `metrics_server`), so nothing is computed on the produce and fetch paths and no
@@ -45,6 +46,15 @@ class OpenTransactions(Protocol):
     def transactions(self) -> Mapping[str, TransactionMetadata]: ...
 
 
+class LedPartition(Protocol):
+    """A partition this broker leads, as the replication gauges read it."""
+
+    topic: str
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    min_insync_replicas: int
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerState:
     """The parts of a broker the state gauges read."""
@@ -53,12 +63,13 @@ class BrokerState:
     groups: DescribedGroups
     transactions: OpenTransactions
     connection_count: Callable[[], int]
+    led_partitions: Callable[[], Iterable[LedPartition]] = tuple
 
 
 def broker_state_metrics(broker: BrokerState) -> Iterable[GaugeMetricFamily]:
     """Every state gauge, computed now. Call on the broker's event loop only."""
     yield from _log_metrics(broker)
-    yield _under_replicated(broker)
+    yield from _under_replicated(broker)
     yield from _group_metrics(broker)
     yield _open_transactions(broker)
     yield GaugeMetricFamily("spark_log_active_connections", "Open client connections.",
@@ -84,15 +95,26 @@ def _log_metrics(broker: BrokerState) -> Iterator[GaugeMetricFamily]:
     yield from (size, start, end)
 
 
-def _under_replicated(broker: BrokerState) -> GaugeMetricFamily:
-    """Partitions whose ISR is smaller than their replica set: always 0 on a single broker,
-    whose one replica is its whole ISR; reported per topic all the same."""
-    gauge = GaugeMetricFamily("spark_log_under_replicated_partitions",
-                              "Partitions with fewer in-sync replicas than replicas.",
+def _under_replicated(broker: BrokerState) -> Iterator[GaugeMetricFamily]:
+    """Of the partitions this broker leads, per topic: those whose ISR is smaller than their
+    replica set (Kafka's UnderReplicatedPartitions), and those whose ISR is below
+    min.insync.replicas, refusing acks=all (UnderMinIsrPartitionCount). Every topic with a log
+    here is listed, at 0 when none."""
+    under = GaugeMetricFamily("spark_log_under_replicated_partitions",
+                              "Partitions led here with fewer in-sync replicas than replicas.",
                               labels=["topic"])
-    for topic in sorted({log.topic for log in broker.logs.logs()}):
-        gauge.add_metric([topic], 0)
-    return gauge
+    under_min = GaugeMetricFamily("spark_log_under_min_isr_partitions",
+                                  "Partitions led here whose ISR is below min.insync.replicas.",
+                                  labels=["topic"])
+    counts = {log.topic: [0, 0] for log in broker.logs.logs()}
+    for led in broker.led_partitions():
+        count = counts.setdefault(led.topic, [0, 0])
+        count[0] += len(led.isr) < len(led.replicas)
+        count[1] += len(led.isr) < led.min_insync_replicas
+    for topic in sorted(counts):
+        under.add_metric([topic], counts[topic][0])
+        under_min.add_metric([topic], counts[topic][1])
+    yield from (under, under_min)
 
 
 def _group_metrics(broker: BrokerState) -> Iterator[GaugeMetricFamily]:

@@ -71,6 +71,16 @@ class _NoIsrChanges:
         pass
 
 
+class LedPartition(NamedTuple):
+    """A partition led here, as metrics see it."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    min_insync_replicas: int
+
+
 class FollowerRead(NamedTuple):
     """The leader's answer to a follower's fetch of one partition."""
 
@@ -206,6 +216,16 @@ class ReplicaManager:
         back."""
         leader = self._leader((topic, partition))
         return leader.high_watermark >= leader.epoch_start_offset
+
+    def led_partitions(self) -> list[LedPartition]:
+        """Every partition led here with its replicas and committed ISR."""
+        out = []
+        for (topic, partition), leader in self._leaders.items():
+            target = self.logs.get(topic, partition)
+            if target is not None:
+                out.append(LedPartition(topic, partition, leader.replicas, leader.isr,
+                                        target.config.min_insync_replicas))
+        return out
 
     def isr(self, topic: str, partition: int) -> tuple[int, ...]:
         """The committed ISR of a partition led here."""
