@@ -14,7 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import PylogConnectionError, PylogTopicError
 from .options import ClientOptions, Subscription
@@ -24,11 +24,13 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 READER_GROUP = "pylog-reader"  # librdkafka requires a group.id; readers never join or commit
-LIST_OFFSETS_BACKOFF_S = 0.2  # between ListOffsets attempts while a leader moves
-# Kafka error codes of a partition whose leader is moving: LEADER_NOT_AVAILABLE,
-# NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+T = TypeVar("T")
+RETRY_BACKOFF_S = 0.2  # between attempts while a leader or coordinator moves
+# Kafka error codes of a partition whose leader, or a group whose coordinator, is moving:
+# LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS,
+# COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
 # OFFSET_NOT_AVAILABLE, and the client's own transport failure and timeout.
-_LEADER_MOVING = frozenset({5, 6, 7, 74, 75, 78, -195, -185})
+_MOVING = frozenset({5, 6, 7, 14, 15, 16, 74, 75, 78, -195, -185})
 
 
 def bootstrap_for(client: ClientOptions) -> str:
@@ -184,23 +186,34 @@ class Cluster:
         if not tps:
             return {}
         request = {KTP(t, p): spec((t, p)) for t, p in tps}
+
+        def attempt() -> dict[TopicPartition, int]:
+            futures = self.admin.list_offsets(request, isolation_level=_isolation(
+                self.kafka_conf), request_timeout=self.timeout_s)
+            return {(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+
+        try:
+            return self._while_moving(attempt)
+        except KafkaException as e:
+            raise PylogConnectionError(
+                f"Listing offsets of {_names(tps)} on {self.bootstrap} failed: "
+                f"{e.args[0].str() if e.args else e}") from None
+
+    def _while_moving(self, attempt: Callable[[], T]) -> T:
+        """`attempt()`, again while it fails because a partition's leader or a group's
+        coordinator is moving (a broker died), within the client's timeout."""
+        from confluent_kafka import KafkaException
+
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                futures = self.admin.list_offsets(request, isolation_level=_isolation(
-                    self.kafka_conf), request_timeout=self.timeout_s)
-                return {(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+                return attempt()
             except KafkaException as e:
                 error = e.args[0] if e.args else None
-                # A leader moving (NOT_LEADER_OR_FOLLOWER, a new leader's OFFSET_NOT_AVAILABLE)
-                # passes: ask again, within the timeout.
-                if error is not None and (error.retriable() or error.code() in _LEADER_MOVING) \
-                        and time.monotonic() < deadline:
-                    time.sleep(LIST_OFFSETS_BACKOFF_S)
-                    continue
-                raise PylogConnectionError(
-                    f"Listing offsets of {_names(tps)} on {self.bootstrap} failed: "
-                    f"{error.str() if error is not None else e}") from None
+                if error is None or not (error.retriable() or error.code() in _MOVING) or \
+                        time.monotonic() >= deadline:
+                    raise
+            time.sleep(RETRY_BACKOFF_S)
 
     # ---- consumer group offsets ----------------------------------------------------------
     def committed(self, group: str, tps: Iterable[TopicPartition]
@@ -210,11 +223,16 @@ class Cluster:
         from confluent_kafka import TopicPartition as KTP
 
         request = [ConsumerGroupTopicPartitions(group, [KTP(t, p) for t, p in tps])]
-        futures = self.admin.list_consumer_group_offsets(
-            request, request_timeout=self.timeout_s)
-        result = next(iter(futures.values())).result()
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
-                if tp.offset >= 0 and tp.error is None}
+
+        def attempt() -> dict[TopicPartition, int]:
+            futures = self.admin.list_consumer_group_offsets(
+                request, request_timeout=self.timeout_s)
+            result = next(iter(futures.values())).result()
+            _raise_moving(result.topic_partitions)
+            return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+                    if tp.offset >= 0 and tp.error is None}
+
+        return self._while_moving(attempt)
 
     def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Store `offsets` as the group's committed offsets (the group needs no members)."""
@@ -223,14 +241,29 @@ class Cluster:
 
         request = [ConsumerGroupTopicPartitions(
             group, [KTP(t, p, off) for (t, p), off in sorted(offsets.items())])]
-        futures = self.admin.alter_consumer_group_offsets(
-            request, request_timeout=self.timeout_s)
-        result = next(iter(futures.values())).result()
+
+        def attempt() -> Any:
+            futures = self.admin.alter_consumer_group_offsets(
+                request, request_timeout=self.timeout_s)
+            result = next(iter(futures.values())).result()
+            _raise_moving(result.topic_partitions)
+            return result
+
+        result = self._while_moving(attempt)
         failed = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in result.topic_partitions
                   if tp.error is not None]
         if failed:
             raise RuntimeError(f"committing offsets of group {group!r} failed for "
                                f"{', '.join(failed)}")
+
+
+def _raise_moving(partitions: Iterable[Any]) -> None:
+    """Raise the first per-partition error that says a coordinator is moving (to retry)."""
+    from confluent_kafka import KafkaException
+
+    for tp in partitions:
+        if tp.error is not None and tp.error.code() in _MOVING:
+            raise KafkaException(tp.error)
 
 
 def _names(tps: list[TopicPartition]) -> str:

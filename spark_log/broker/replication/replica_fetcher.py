@@ -174,7 +174,8 @@ class ReplicaFetcher:
             try:
                 fetched[key] = fetching, self.logs.follower_log(*key, fetching.leader_epoch)
             except (NotLeaderError, UnknownTopicError):
-                self.remove(key)  # the metadata moved on; it says where to fetch now
+                if self.partitions.get(key) is fetching:
+                    self.remove(key)  # the metadata moved on; it says where to fetch now
         if not fetched:
             return
         connection = await self._connect()
