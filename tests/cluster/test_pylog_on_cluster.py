@@ -49,6 +49,7 @@ def test_exactly_once_sink_survives_two_broker_kills(cluster: ClusterProcess,
     for after_batches, partition in ((3, 0), (8, 1)):
         await_condition(lambda n=after_batches: child.batches() >= n or child.exited(),
                         RUN_LIMIT_S, f"{after_batches} micro-batches")
+        assert not child.exited(), f"the query ended before kill {len(killed) + 1}"
         victim = leader_of(cluster.bootstrap, pipeline.output, partition)
         assert victim > 0
         cluster.nodes[victim - 1].kill()
