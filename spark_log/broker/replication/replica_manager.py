@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from spark_log.broker.errors import KafkaError, UnknownTopicError
 from spark_log.broker.replication.leader_epochs import NotLeaderError, check_leader_epoch
+from spark_log.broker.replication.partition_waiters import PartitionWaiters
 from spark_log.broker.replication.replication_quota import ReplicationQuotas
 from spark_log.clock import Clock
 from spark_log.metadata import PartitionRegistration
@@ -118,7 +118,7 @@ class ReplicaManager:
         self.quotas: ReplicationQuotas | None = None  # replication throttles, if any
         self._states: dict[TopicPartition, PartitionRegistration] = {}
         self._leaders: dict[TopicPartition, LeaderPartition] = {}
-        self._waiting: defaultdict[TopicPartition, set[asyncio.Future[None]]] = defaultdict(set)
+        self.waiters = PartitionWaiters()
         # Where the latest coordinator write to each partition ends, until it is replicated.
         self._coordinator_writes: dict[TopicPartition, int] = {}
 
@@ -296,7 +296,7 @@ class ReplicaManager:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return ErrorCode.request_timed_out
-            await self.wait_for_change([key], remaining)
+            await self.waiters.wait([key], remaining)
 
     def last_stable_offset(self, target: PartitionLog) -> int:
         """The offset below which no transaction is open (at most the high watermark)."""
@@ -425,41 +425,11 @@ class ReplicaManager:
     async def wait_for_append(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
         """Return when any of `partitions` changes (append, high watermark, leadership), or
         after `timeout_s`."""
-        await self.wait_for_change(partitions, timeout_s)
-
-    async def wait_for_change(self, partitions: Iterable[TopicPartition], timeout_s: float
-                              ) -> None:
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        # A timer instead of asyncio.wait_for: cancelling the fetch (shutdown) must never be
-        # swallowed by a timeout firing at the same moment.
-        timer = loop.call_later(timeout_s, _resolve, waiter)
-        keys = list(partitions)
-        for key in keys:
-            self._waiting[key].add(waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            for key in keys:
-                waiters = self._waiting.get(key)
-                if waiters is not None:
-                    waiters.discard(waiter)
-                    if not waiters:
-                        del self._waiting[key]
+        await self.waiters.wait(partitions, timeout_s)
 
     def _wake(self, key: TopicPartition) -> None:
-        waiters = self._waiting.pop(key, None)
-        if waiters:
-            for waiter in waiters:
-                _resolve(waiter)
+        self.waiters.wake(key)
 
     def wake_all(self) -> None:
         """Release every parked fetch and produce (shutdown, topic deletion)."""
-        for key in list(self._waiting):
-            self._wake(key)
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+        self.waiters.wake_all()
