@@ -91,11 +91,13 @@ consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency"
 consumer.assign([TopicPartition(topic, 0, 0)])
 latencies = []
 deadline = time.monotonic() + give_up_s
-print("ready", flush=True)
 while len(latencies) < total and time.monotonic() < deadline:
     msg = consumer.poll(0.05)  # returns as soon as a record is there (consume(n) would wait for n)
     if msg is not None and msg.error() is None:
         sent = struct.unpack(">d", msg.value()[:8])[0]
+        if sent == 0.0:  # the warm-up record: both clients are connected and fetching
+            print("ready", flush=True)
+            continue
         latencies.append((time.time() - sent) * 1000)
 consumer.close()
 print(json.dumps(latencies))
@@ -110,14 +112,18 @@ def latencies_ms(bootstrap: str, topic: str, rate: int, seconds: float,
 
     Producer and consumer run in separate processes (no shared GIL); each record carries its
     wall-clock send time. A new topic per call, so the consumer reads exactly these records;
-    it gives up `give_up_s` after it is assigned."""
+    it gives up `give_up_s` after it is assigned. A warm-up record goes first, and timing
+    starts once the consumer has read it: neither client's start-up (connections, metadata,
+    producer id) is counted."""
     total = int(rate * seconds)
     reader = subprocess.Popen([sys.executable, "-c", CONSUMER_SCRIPT, bootstrap, topic,
                                str(total), str(fetch_wait_ms), str(give_up_s)],
                               stdout=subprocess.PIPE, text=True)
     assert reader.stdout is not None
-    reader.stdout.readline()  # "ready": assigned before the first record is sent
     producer = Producer({"bootstrap.servers": bootstrap, **(producer_config or {})})
+    producer.produce(topic, struct.pack(">d", 0.0) + bytes(92), partition=0)
+    producer.flush(give_up_s)
+    reader.stdout.readline()  # "ready": the consumer has the warm-up record
     start = time.perf_counter()
     for i in range(total):
         wait = start + i / rate - time.perf_counter()

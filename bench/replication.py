@@ -133,11 +133,12 @@ def latency(cluster: ClusterProcess, args: argparse.Namespace) -> None:
         create(cluster.bootstrap, topic, 1, rf, **{"min.insync.replicas": min_insync(rf)})
         found, sent = latencies_ms(
             cluster.bootstrap, topic, LATENCY_RATE, args.seconds,
-            {"acks": "all", "linger.ms": linger,
+            {"acks": "all", "linger.ms": linger, "enable.idempotence": args.idempotent,
              "message.timeout.ms": int(args.give_up * 1000)},
             fetch_wait_ms=args.fetch_wait_ms, give_up_s=args.seconds + args.give_up)
         head = (f"end-to-end latency, RF {rf}, acks=all, {LATENCY_RATE:,} records/s for "
-                f"{args.seconds:g} s, linger.ms={linger}, fetch wait {args.fetch_wait_ms} ms")
+                f"{args.seconds:g} s, linger.ms={linger}, fetch wait {args.fetch_wait_ms} ms"
+                + (", idempotent" if args.idempotent else ""))
         if not found:
             print(f"{head}: no record received within {args.give_up:g} s")
             continue
@@ -239,6 +240,8 @@ def main() -> int:
     parser.add_argument("--linger", type=lambda s: [int(x) for x in s.split(",")],
                         default=[0, 5], help="linger.ms values for latency, comma-separated")
     parser.add_argument("--fetch-wait-ms", type=int, default=0)
+    parser.add_argument("--idempotent", action="store_true",
+                        help="latency producer with enable.idempotence (5 requests in flight)")
     parser.add_argument("--rounds", type=int, default=5, help="leader kills")
     parser.add_argument("--unavailability-rate", type=float, default=1000.0)
     parser.add_argument("--give-up", type=float, default=60.0,
