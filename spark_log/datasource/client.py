@@ -99,11 +99,11 @@ class Cluster:
         self.kafka_conf = dict(kafka_conf)
         self.timeout_s = timeout_ms / 1000
         self._down: str | None = None
-        conf = base_conf(bootstrap, {k: v for k, v in kafka_conf.items()
-                                     if k not in ("isolation.level", "group.id")})
-        conf["error_cb"] = self._on_error
+        self._conf = base_conf(bootstrap, {k: v for k, v in kafka_conf.items()
+                                           if k not in ("isolation.level", "group.id")})
+        self._conf["error_cb"] = self._on_error
         try:
-            self.admin = AdminClient(conf)
+            self.admin = AdminClient(self._conf)
         except Exception as e:
             raise PylogConnectionError(
                 f"Cannot create a Kafka client for {bootstrap} (kafka.bootstrap.servers): {e}"
@@ -203,6 +203,7 @@ class Cluster:
         """`attempt()`, again while it fails because a partition's leader or a group's
         coordinator is moving (a broker died), within the client's timeout."""
         from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -214,6 +215,9 @@ class Cluster:
                         time.monotonic() >= deadline:
                     raise
             time.sleep(RETRY_BACKOFF_S)
+            # librdkafka's admin client keeps the coordinator it found and asks it again even
+            # after it answered NOT_COORDINATOR: a new client looks the coordinator up afresh.
+            self.admin = AdminClient(self._conf)
 
     # ---- consumer group offsets ----------------------------------------------------------
     def committed(self, group: str, tps: Iterable[TopicPartition]

@@ -28,6 +28,7 @@ from .txn_ids import COMMITS_TOPIC, TxnRef, state_group
 
 PENDING, DONE = "pending", "done"
 POINTER = (COMMITS_TOPIC, 0)
+COMMITS_REPLICATION = 3  # offsets.topic.replication.factor's default
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,17 @@ class CommitLog:
         self.group = state_group(prefix)
 
     def ensure_topic(self, kafka_conf: Mapping[str, str]) -> None:
-        """Create `__pylog_sink_commits` (one partition, compacted) unless it exists."""
+        """Create `__pylog_sink_commits` (one partition, compacted) unless it exists, on as
+        many brokers as Kafka's internal topics (3), or every broker of a smaller cluster: the
+        decisions must outlive a broker."""
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
         if self.client.leaders([COMMITS_TOPIC]):
             return
         admin = AdminClient(base_conf(self.client.bootstrap, _plain(kafka_conf)))
-        topic = NewTopic(COMMITS_TOPIC, 1, config={"cleanup.policy": "compact"})
+        replicas = min(COMMITS_REPLICATION, len(self.client.brokers()))
+        topic = NewTopic(COMMITS_TOPIC, 1, replicas, config={"cleanup.policy": "compact"})
         try:
             admin.create_topics([topic])[COMMITS_TOPIC].result(self.client.timeout_s)
         except KafkaException as e:

@@ -1,7 +1,9 @@
-"""Consumer groups and transactions on a replicated cluster while the brokers leading their
-coordinator partitions are killed: a consume-transform-produce loop (confluent-kafka,
-read_committed, offsets sent to the transaction) ends with every input record transformed
-exactly once, and the group's committed offset at the end of the input."""
+"""Consumer groups and transactions on a replicated cluster while brokers die mid-transaction:
+a consume-transform-produce loop (confluent-kafka, read_committed, offsets sent to the
+transaction) has the broker leading its group's offsets partition, then its transactional id's
+state partition, then its output partition SIGKILLed (and restarted) with a transaction open,
+and ends with every input record transformed exactly once and the group's committed offset at
+the end of the input."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from tests.broker.damage_support import read_all
 from tests.broker.raw_client import RawClient
 from tests.cluster.cluster_support import create_topic, wait_for
-from tests.cluster.replication_support import acks_all_producer, produce_acked
+from tests.cluster.replication_support import acks_all_producer, leader_of, produce_acked
 from tests.cluster.test_cluster_clients import coordinator_of
 from tests.cluster_process import ClusterProcess
 
@@ -60,18 +62,12 @@ def test_transform_loop_is_exactly_once_while_coordinators_die(cluster: ClusterP
     produce_acked(acks_all_producer(bootstrap), "in", 0,
                   [f"r{i}".encode() for i in range(RECORDS)])
     producer, consumer = _transactional(bootstrap), _consumer(bootstrap)
-    kills = {100: "group", 200: "transaction"}
+    kills = {75: "group", 150: "transaction", 225: "output"}
     done = 0
     attempts = 0
     while done < RECORDS:
         attempts += 1
         assert attempts < 200, "the loop made no progress"
-        if done >= min(kills, default=RECORDS):
-            killed = kills.pop(min(kills))
-            address = cluster.nodes[0].bootstrap
-            victim = coordinator_of(address, GROUP) if killed == "group" else \
-                _transaction_coordinator(address)
-            _kill_and_restart(cluster, victim)
         batch = consumer.consume(50, 5)
         records = [m for m in batch if m.error() is None]
         if not records:
@@ -80,6 +76,9 @@ def test_transform_loop_is_exactly_once_while_coordinators_die(cluster: ClusterP
             producer.begin_transaction()
             for m in records:
                 producer.produce("out", m.value().upper(), partition=0)
+            if done >= min(kills, default=RECORDS):  # mid-transaction: records sent
+                producer.flush(30)
+                _kill_and_restart(cluster, _victim(cluster, kills.pop(min(kills))))
             position = [TopicPartition("in", 0, records[-1].offset() + 1)]
             producer.send_offsets_to_transaction(position, consumer.consumer_group_metadata(),
                                                  30)
@@ -103,6 +102,17 @@ def test_transform_loop_is_exactly_once_while_coordinators_die(cluster: ClusterP
                         == RECORDS, 30)
     finally:
         checker.close()
+
+
+def _victim(cluster: ClusterProcess, role: str) -> int:
+    """The node now leading the group's offsets partition, the transactional id's state
+    partition, or the output partition."""
+    address = cluster.nodes[0].bootstrap
+    if role == "group":
+        return coordinator_of(address, GROUP)
+    if role == "transaction":
+        return _transaction_coordinator(address)
+    return leader_of(cluster.bootstrap, "out", 0)
 
 
 def _transaction_coordinator(address: str) -> int:
