@@ -4,6 +4,7 @@ KIP-101 scenarios end with identical replicas."""
 
 from __future__ import annotations
 
+import select
 import signal
 import time
 from collections.abc import Iterator
@@ -12,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_log.protocol import ErrorCode
+from spark_log.protocol import ErrorCode, decode_response, encode_request, spec_for
+from spark_log.protocol.entity_build import build
 from spark_log.records import Record, build_batch
 from tests.broker.damage_support import read_all
 from tests.broker.raw_client import RawClient
@@ -23,6 +25,7 @@ from tests.cluster.replication_support import (
     await_leader,
     leader_of,
     produce_acked,
+    replica_bytes,
 )
 from tests.cluster_process import ClusterProcess
 
@@ -183,3 +186,46 @@ def test_acks_all_refused_below_min_insync_replicas(tmp_path) -> None:  # type: 
         assert values == [b"ok", b"resumed"]
     finally:
         five.stop()
+
+
+def test_a_connection_goes_on_while_acks_all_waits_and_answers_in_order(
+        cluster: ClusterProcess) -> None:
+    """Produce requests sent back to back, each waiting for a stopped ISR member: the leader
+    appends the later ones meanwhile (their offsets follow in request order) and, once the
+    member resumes, answers all of them, and a request behind them, in request order."""
+    create_topic(cluster.bootstrap, "pipelined", 1)
+    leader = leader_of(cluster.bootstrap, "pipelined", 0)
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    stopped = cluster.nodes[follower - 1].proc
+    assert stopped is not None
+    produce = spec_for(0)
+    versions = spec_for(18)
+    assert produce is not None and versions is not None
+    with RawClient(cluster.nodes[leader - 1].bootstrap) as raw:
+        raw.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        stopped.send_signal(signal.SIGSTOP)
+        try:
+            batches = [build_batch([Record(0, 0, None, v)]) for v in (b"first", b"second")]
+            for correlation, records in zip((101, 102), batches, strict=True):
+                raw.sock.sendall(encode_request(correlation, "raw-test", build(
+                    produce.request_type(9), {"acks": -1, "timeout": 30000, "topic_data": [{
+                        "name": "pipelined", "partition_data": [{
+                            "index": 0, "records": records}]}]})))
+            raw.sock.sendall(encode_request(103, "raw-test", build(versions.request_type(3), {
+                "client_software_name": "t", "client_software_version": "1"})))
+            # The second append does not wait for the first's answer.
+            assert wait_for(lambda: len(replica_bytes(cluster, leader, "pipelined", 0))
+                            == sum(map(len, batches)), 10)
+            readable, _, _ = select.select([raw.sock], [], [], 0.5)
+            assert readable == [], "answered before the stopped ISR member had the records"
+            log = describe_topic(cluster.bootstrap, "pipelined")[0]
+            assert follower in log.isrs
+        finally:
+            stopped.send_signal(signal.SIGCONT)
+        answers = [decode_response(raw.read_frame(), key, version)
+                   for key, version in ((0, 9), (0, 9), (18, 3))]
+    assert [correlation for correlation, _ in answers] == [101, 102, 103]
+    offsets = [a.responses[0].partition_responses[0].base_offset for _, a in answers[:2]]
+    assert offsets == [0, 1]
+    assert all(a.responses[0].partition_responses[0].error_code == ErrorCode.none
+               for _, a in answers[:2])

@@ -276,6 +276,12 @@ class ReplicaManager:
                 del self._coordinator_writes[key]
         return True
 
+    def replicated(self, topic: str, partition: int, next_offset: int) -> bool:
+        """Whether an acks=all wait for the log below `next_offset` would end at once (every
+        ISR member has it, or the partition is no longer led here)."""
+        leader = self._leaders.get((topic, partition))
+        return leader is None or leader.high_watermark >= next_offset
+
     async def until_replicated(self, topic: str, partition: int, next_offset: int,
                                timeout_s: float) -> int:
         """Wait until every ISR member has the log below `next_offset` (acks=all); the error

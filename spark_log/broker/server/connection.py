@@ -20,6 +20,7 @@ import contextlib
 import io
 import logging
 import os
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -89,6 +90,16 @@ class _RegionFile:
 
 
 Part = bytes | bytearray | memoryview | FileRegion
+MAX_OWED = 50  # responses a connection may owe at once
+
+
+@dataclass(frozen=True)
+class Later:
+    """A response that comes later — an acks=all produce waiting for its records to reach the
+    ISR: the connection goes on reading and handling the next requests meanwhile, and writes
+    every response in request order."""
+
+    parts: Awaitable[Sequence[Part] | None]
 
 
 @dataclass
@@ -103,15 +114,18 @@ class Peer:
 class Connection:
     """Reads frames from `reader`, asks `respond(frame, peer)` for the response parts, writes them.
 
-    `respond` returns None when no response is due (acks=0) and raises ProtocolError for a
-    request that must close the connection.
+    `respond` returns None when no response is due (acks=0), `Later` for a response that must
+    wait (the next requests are handled meanwhile, up to MAX_OWED owed responses), and raises
+    ProtocolError for a request that must close the connection. Invariant: responses are
+    written in request order — while any is owed, the others queue behind it (`_owed`, written
+    by one task, an entry leaving only once written).
     """
 
     def __init__(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        respond: Callable[[memoryview, Peer], Awaitable[Sequence[Part] | None]],
+        respond: Callable[[memoryview, Peer], Awaitable[Sequence[Part] | Later | None]],
         max_frame_bytes: int,
     ) -> None:
         self._reader = reader
@@ -123,12 +137,16 @@ class Connection:
         self._closing = False
         self._idle = True  # waiting for bytes, not handling a request
         self._task: asyncio.Task[None] | None = None
+        self._owed: deque[asyncio.Future[Sequence[Part] | None]] = deque()
+        self._owed_writer: asyncio.Task[None] | None = None
+        self._owed_written = asyncio.Event()
 
     def close_when_idle(self) -> None:
-        """Shutdown: end the connection now if it waits for a request, else right after the
-        response to the request in hand (so an append is never answered half way)."""
+        """Shutdown: end the connection now if it waits for a request and owes no response,
+        else right after the responses to the requests in hand (so an append is never answered
+        half way)."""
         self._closing = True
-        if self._idle and self._task is not None:
+        if self._idle and not self._owed and self._task is not None:
             self._task.cancel()
 
     async def run(self) -> None:
@@ -143,6 +161,10 @@ class Connection:
         except (ConnectionError, asyncio.IncompleteReadError) as e:
             log.debug("connection from %s ended: %s", self.peer, e)
         finally:
+            if self._owed_writer is not None:
+                self._owed_writer.cancel()
+            for owed in self._owed:
+                owed.cancel()
             self._writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await self._writer.wait_closed()
@@ -154,12 +176,54 @@ class Connection:
                 return
             self._idle = False
             for frame in self._decoder.feed(data):
-                parts = await self._respond(memoryview(frame), self.peer)
-                if parts:
-                    await self._write(parts)
+                result = await self._respond(memoryview(frame), self.peer)
+                if isinstance(result, Later):
+                    self._owe(asyncio.ensure_future(result.parts))
+                    await self._until_owed(MAX_OWED - 1)
+                elif self._owed:  # answered already, but behind what is owed
+                    if result:
+                        done: asyncio.Future[Sequence[Part] | None] = \
+                            asyncio.get_running_loop().create_future()
+                        done.set_result(result)
+                        self._owe(done)
+                elif result:
+                    await self._write(result)
                 if self._closing:
+                    await self._until_owed(0)
                     return
             self._idle = True
+
+    def _owe(self, response: asyncio.Future[Sequence[Part] | None]) -> None:
+        self._owed.append(response)
+        if self._owed_writer is None or self._owed_writer.done():
+            self._owed_writer = asyncio.create_task(self._write_owed())
+
+    async def _write_owed(self) -> None:
+        """Write owed responses in order as each is ready; any failure ends the connection."""
+        try:
+            while self._owed:
+                parts = await self._owed[0]
+                if parts:
+                    await self._write(parts)
+                self._owed.popleft()
+                self._owed_written.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("closing connection from %s: a response failed: %s", self.peer, e)
+            self._closing = True
+            self._owed.clear()
+            if self._task is not None:
+                self._task.cancel()
+            return
+        if self._closing and self._idle and self._task is not None:
+            self._task.cancel()  # shutdown waited for these
+
+    async def _until_owed(self, most: int) -> None:
+        """Wait until at most `most` responses are owed."""
+        while len(self._owed) > most:
+            self._owed_written.clear()
+            await self._owed_written.wait()
 
     async def _write(self, parts: Sequence[Part]) -> None:
         for part in parts:

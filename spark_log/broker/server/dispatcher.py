@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from spark_log.broker.server.connection import Later
 from spark_log.broker.server.handlers.registry import Handler
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.protocol import (
@@ -54,7 +55,7 @@ class Dispatcher:
         self._handlers = dict(handlers)
         self.api_set = services.api_set
 
-    async def respond(self, frame: memoryview, peer: Peer) -> Sequence[Part] | None:
+    async def respond(self, frame: memoryview, peer: Peer) -> Sequence[Part] | Later | None:
         header, body = parse_request(frame)
         if not self.api_set.accepts(header.api_key, header.api_version):
             if header.api_key == ApiKey.API_VERSIONS:
@@ -74,8 +75,8 @@ class Dispatcher:
             raise ProtocolError(f"{ApiKey(header.api_key).name}: the coordinator's write was "
                                 f"not replicated within {REPLICATION_WAIT_S}s; closing")
         self._services.metrics.observe_request(header.api_key, time.perf_counter() - started)
-        if value is None:
-            return None
+        if value is None or isinstance(value, Later):  # none due, or it comes later
+            return value
         if isinstance(value, bytes):  # a hot-path handler encoded its own frame (Produce)
             return [value]
         return self._encode(header.api_key, header.api_version, header.correlation_id, value)

@@ -16,6 +16,7 @@ from typing import Any
 
 from spark_log.broker.errors import KafkaError, error_code_for, error_message_for
 from spark_log.broker.replication.leader_epochs import NotLeaderError
+from spark_log.broker.server.connection import Later
 from spark_log.broker.server.handlers.registry import handles
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
@@ -33,7 +34,7 @@ VALID_ACKS = (-1, 0, 1)
 
 
 @handles(ApiKey.PRODUCE)
-async def handle_produce(ctx: RequestContext, request: Any) -> bytes | None:
+async def handle_produce(ctx: RequestContext, request: Any) -> bytes | Later | None:
     services = ctx.services
     acks = request.acks
     results = []
@@ -43,18 +44,35 @@ async def handle_produce(ctx: RequestContext, request: Any) -> bytes | None:
                    for data in topic.partition_data]
         results.append((topic.name, answers))
     if acks == -1 and appended:
-        results = await _until_replicated(services, results, appended,
-                                          ms(request.timeout) / 1000)
+        timeout_s = ms(request.timeout) / 1000
+        if not all(services.replicas.replicated(t, p, end) for (t, p), end in appended.items()):
+            # Not on every ISR member yet: answered later, while the connection goes on with
+            # its next requests (their appends keep their order; the answers too).
+            return Later(_answer_when_replicated(ctx, services, results, appended, timeout_s))
+        results = await _until_replicated(services, results, appended, timeout_s)
     if acks == 0:
         failed = [f"{name}-{a.index}: {a.error_message}" for name, answers in results
                   for a in answers if a.error_code != ErrorCode.none]
         if failed:
             raise ProtocolError(f"acks=0 produce failed ({'; '.join(failed)})")
         return None
+    return _encode(ctx, services, results)
+
+
+def _encode(ctx: RequestContext, services: Services,
+            results: list[tuple[str, list[PartitionResult]]]) -> bytes:
     leaders = sorted({a.current_leader[0] for _, answers in results for a in answers
                       if a.current_leader is not None and a.current_leader[0] >= 0})
     return encode_produce_response(ctx.header.correlation_id, ctx.version, results, 0,
                                    _endpoints(services, leaders))
+
+
+async def _answer_when_replicated(ctx: RequestContext, services: Services,
+                                  results: list[tuple[str, list[PartitionResult]]],
+                                  appended: dict[tuple[str, int], int], timeout_s: float
+                                  ) -> list[bytes]:
+    done = await _until_replicated(services, results, appended, timeout_s)
+    return [_encode(ctx, services, done)]
 
 
 async def _until_replicated(services: Services, results: list[tuple[str, list[PartitionResult]]],
