@@ -26,6 +26,7 @@ from spark_log.protocol.entity_build import build
 log = logging.getLogger(__name__)
 
 FAST_HEARTBEAT_S = 0.01
+STOP_RECHECK_S = 0.1
 REGISTRATION_VERSION = 3
 HEARTBEAT_VERSION = 1
 METADATA_VERSION_RANGE = ("metadata.version", 1, 14)
@@ -77,9 +78,13 @@ class BrokerLifecycle:
         return self._should_shut_down.is_set()
 
     async def stop(self) -> None:
-        if self._task is not None:
+        # Cancelled again until it ends: asyncio.wait_for (3.11) swallows a cancellation that
+        # arrives as the awaited call completes, and the heartbeat loop would go on for good.
+        while self._task is not None and not self._task.done():
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await asyncio.wait({self._task}, timeout=STOP_RECHECK_S)
+        if self._task is not None and not self._task.cancelled():
+            self._task.exception()  # retrieved: an error was logged where it happened
 
     # ---- the session --------------------------------------------------------------------
     async def _run(self) -> None:

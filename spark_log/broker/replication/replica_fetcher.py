@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 LATEST, EARLIEST = -1, -2
+STOP_RECHECK_S = 0.1
 THROTTLE_HOLD_MS = 100  # a throttled partition's wait before the rate is looked at again
 
 
@@ -119,11 +120,14 @@ class ReplicaFetcher:
                                              f"{self.leader_id}-{self.fetcher_id}")
 
     async def stop(self) -> None:
-        if self._task is not None:
+        # Cancelled again until it ends: asyncio.wait_for (3.11) swallows a cancellation that
+        # arrives as the awaited call completes, and the fetch loop would go on for good.
+        while self._task is not None and not self._task.done():
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            await asyncio.wait({self._task}, timeout=STOP_RECHECK_S)
+        if self._task is not None and not self._task.cancelled():
+            self._task.exception()  # retrieved: an error was logged where it happened
+        self._task = None
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
