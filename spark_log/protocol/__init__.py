@@ -1,7 +1,8 @@
 """spark_log.protocol: the Kafka wire protocol, sans I/O: bytes in, values out, and back.
 
 Server loop: `FrameDecoder.feed(data)` -> frames; `parse_request(frame)` -> (header, body);
-`ApiSet.accepts(...)` decides; `decode_request_body(header, body)` -> kio request entity;
+`ApiSet.accepts(...)` decides; `decode_served_request(header, body)` -> the request (a kio
+entity; Produce read by hand);
 `encode_response(correlation_id, entity)` -> frame bytes, or `encode_fetch_response(...)` -> parts
 with the records objects in place.
 
@@ -19,6 +20,7 @@ from .codec import (
     decode_entity,
     decode_request_body,
     decode_response,
+    decode_served_request,
     encode_entity,
     encode_request,
     encode_response,
@@ -45,6 +47,7 @@ __all__ = [
     "decode_entity",
     "decode_request_body",
     "decode_response",
+    "decode_served_request",
     "encode_api_versions_unsupported",
     "encode_entity",
     "encode_fetch_response",

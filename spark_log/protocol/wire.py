@@ -57,6 +57,8 @@ def read_int32(buf: memoryview, pos: int, end: int, what: str) -> tuple[int, int
 
 def read_uvarint(buf: memoryview, pos: int, end: int, what: str) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes, as Kafka writes lengths, counts and tags."""
+    if pos < end and buf[pos] < 0x80:  # one byte: nearly every length, count and tag
+        return buf[pos], pos + 1
     value = shift = 0
     for index in range(_MAX_VARINT_BYTES):
         need(end, pos, 1, what)

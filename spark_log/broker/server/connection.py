@@ -1,11 +1,12 @@
 """One client connection: bytes from the socket -> frames -> requests -> responses, in order.
 
-Like Kafka's SocketServer, a connection handles one request at a time: the next frame is not
-dispatched until the previous response is written (or, for acks=0 produce, needs no response),
-so responses always go back in request order. Other connections are independent coroutines, so a
-fetch long-polling here never blocks them. A malformed or hostile frame closes this connection
-with a log line and touches nothing else; so does a peer that goes away mid-response (a DEBUG
-line only).
+Like Kafka's SocketServer, a connection handles one request at a time and answers in request
+order. Two refinements for producers that pipeline: an acks=all Produce waiting for its ISR is
+owed (`Later`) while the next requests are handled, and the answers to Produce requests that
+arrived in one read are written together, in one send. Other connections are independent
+coroutines, so a fetch long-polling here never blocks them. A malformed or hostile frame closes
+this connection with a log line and touches nothing else; so does a peer that goes away
+mid-response (a DEBUG line only).
 
 File regions in a response go out with `loop.sendfile`: os.sendfile where the transport allows
 (plain TCP), else asyncio's read-and-write fallback (TLS). A region found shorter on disk than
@@ -91,6 +92,7 @@ class _RegionFile:
 
 Part = bytes | bytearray | memoryview | FileRegion
 MAX_OWED = 50  # responses a connection may owe at once
+COALESCE_BYTES = 64 * 1024  # in-memory parts up to this size are joined before sending
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,30 @@ class Peer:
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+def _answered_at_once(frame: memoryview) -> bool:
+    """Whether this request's answer is ready as soon as it is handled: a Produce (API key 0)
+    never long-polls (an acks=all wait answers Later), where a Fetch may wait max_wait_ms."""
+    return len(frame) >= 2 and frame[0] == 0 and frame[1] == 0
+
+
+def _coalesced(parts: Sequence[Part]) -> list[Part]:
+    """`parts` with each run of small in-memory parts joined into one, so a response (or many)
+    goes out in one send; large parts and file regions stay as they are."""
+    out: list[Part] = []
+    run: list[bytes | bytearray | memoryview] = []
+    for part in parts:
+        if isinstance(part, (bytes, bytearray, memoryview)) and len(part) <= COALESCE_BYTES:
+            run.append(part)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 else b"".join(run))
+            run = []
+        out.append(part)
+    if run:
+        out.append(run[0] if len(run) == 1 else b"".join(run))
+    return out
 
 
 class Connection:
@@ -175,9 +201,19 @@ class Connection:
             if not data:
                 return
             self._idle = False
+            # Answers ready while more Produce requests are in hand are held and written with
+            # the next ones, one send for many (a pipelining producer sends dozens per read).
+            held: list[Part] = []
             for frame in self._decoder.feed(data):
-                result = await self._respond(memoryview(frame), self.peer)
+                if held and not _answered_at_once(frame):
+                    held = await self._flush(held)
+                try:
+                    result = await self._respond(memoryview(frame), self.peer)
+                except Exception:
+                    await self._flush(held)  # the requests before this one are answered
+                    raise
                 if isinstance(result, Later):
+                    held = await self._flush(held)
                     self._owe(asyncio.ensure_future(result.parts))
                     await self._until_owed(MAX_OWED - 1)
                 elif self._owed:  # answered already, but behind what is owed
@@ -187,11 +223,20 @@ class Connection:
                         done.set_result(result)
                         self._owe(done)
                 elif result:
-                    await self._write(result)
+                    held.extend(result)
                 if self._closing:
+                    await self._flush(held)
                     await self._until_owed(0)
                     return
+            await self._flush(held)
             self._idle = True
+
+    async def _flush(self, held: list[Part]) -> list[Part]:
+        """Write the held answers; a new empty list to hold the next ones."""
+        if held:
+            await self._write(held)
+            return []
+        return held
 
     def _owe(self, response: asyncio.Future[Sequence[Part] | None]) -> None:
         self._owed.append(response)
@@ -226,7 +271,7 @@ class Connection:
             await self._owed_written.wait()
 
     async def _write(self, parts: Sequence[Part]) -> None:
-        for part in parts:
+        for part in _coalesced(parts):
             # A lost peer ends the response here, not after every remaining part is discarded
             # by the transport (which warns from the fifth write on).
             self._check_open()

@@ -19,7 +19,7 @@ from spark_log.broker.server.handlers.registry import Handler
 from spark_log.broker.server.request_context import RequestContext
 from spark_log.protocol import (
     ProtocolError,
-    decode_request_body,
+    decode_served_request,
     encode_api_versions_unsupported,
     encode_fetch_response,
     encode_response,
@@ -64,7 +64,7 @@ class Dispatcher:
                 f"unsupported request: API key {header.api_key} version {header.api_version} "
                 f"from client {header.client_id!r}"
             )
-        request = decode_request_body(header, body)
+        request = decode_served_request(header, body)
         ctx = RequestContext(header, peer, self._services)
         started = time.perf_counter()
         value = await self._handlers[header.api_key](ctx, request)

@@ -122,8 +122,11 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         """The next offset to be written (read lazily from the active segment after a clean
         open, so opening many logs reads no index)."""
+        local = self._local
+        if local.is_end_known:  # the hot path: known since the first append or read
+            return local.log_end_offset
         with self.failure.guard(f"reading the end offset of {self.name}"):
-            return self._local.log_end_offset
+            return local.log_end_offset
 
     @property
     def high_watermark(self) -> int:

@@ -22,12 +22,12 @@ from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode, ProtocolError
 from spark_log.protocol.api_keys import ApiKey
-from spark_log.protocol.entity_build import ms
 from spark_log.protocol.produce_response import (
     NodeEndpoint,
     PartitionResult,
     encode_produce_response,
 )
+from spark_log.storage.data_dir.topics_file import INTERNAL_TOPICS
 from spark_log.storage.errors import StorageError
 
 VALID_ACKS = (-1, 0, 1)
@@ -44,7 +44,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> bytes | Later | N
                    for data in topic.partition_data]
         results.append((topic.name, answers))
     if acks == -1 and appended:
-        timeout_s = ms(request.timeout) / 1000
+        timeout_s = request.timeout_ms / 1000
         if not all(services.replicas.replicated(t, p, end) for (t, p), end in appended.items()):
             # Not on every ISR member yet: answered later, while the connection goes on with
             # its next requests (their appends keep their order; the answers too).
@@ -120,8 +120,7 @@ def _append(services: Services, topic: str, partition: int, records: Any,
         if acks not in VALID_ACKS:
             raise KafkaError(ErrorCode.invalid_required_acks,
                              f"acks must be -1, 0 or 1, not {acks}")
-        info = services.topics.metadata.get(topic)
-        if info is not None and info.internal:
+        if topic in INTERNAL_TOPICS:  # by name, before anything else, as Kafka checks
             raise KafkaError(ErrorCode.invalid_topic_exception,
                              f"Cannot append to internal topic {topic}")
         if records is None:

@@ -1,0 +1,113 @@
+"""A connection's answers to requests that arrive together: Produce answers are written in one
+send, a slow request behind them never holds them back, and a bad frame behind them closes the
+connection only after they are answered. `Connection` runs in-process behind an asyncio server
+whose `respond` answers each frame with its own correlation id."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import AsyncIterator
+from typing import Any
+
+from spark_log.broker.server.connection import Connection, Part, Peer
+from spark_log.protocol import ProtocolError
+
+DEADLINE_S = 10.0
+PRODUCE, FETCH, BAD = 0, 1, 99
+
+
+def frame(api_key: int, correlation_id: int) -> bytes:
+    body = struct.pack(">hhi", api_key, 0, correlation_id)
+    return struct.pack(">i", len(body)) + body
+
+
+class CountingWriter:
+    """A StreamWriter that counts write calls (each is one send on an idle socket)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self.writes = 0
+
+    def write(self, data: Any) -> None:
+        self.writes += 1
+        self._writer.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._writer, name)
+
+
+class Server:
+    def __init__(self) -> None:
+        self.fetch_may_answer = asyncio.Event()
+        self.writers: list[CountingWriter] = []
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def respond(self, request: memoryview, peer: Peer) -> list[Part]:
+        api_key, _, correlation_id = struct.unpack_from(">hhi", request)
+        if api_key == BAD:
+            raise ProtocolError("a bad frame")
+        if api_key == FETCH:
+            await self.fetch_may_answer.wait()
+        return [frame(api_key, correlation_id)]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        counting = CountingWriter(writer)
+        self.writers.append(counting)
+        self.tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+        await Connection(reader, counting, self.respond, 1 << 20).run()  # type: ignore[arg-type]
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+        server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            yield reader, writer
+        finally:
+            writer.close()
+            await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True),
+                                   DEADLINE_S)
+            server.close()
+            await server.wait_closed()
+
+
+async def answer(reader: asyncio.StreamReader) -> tuple[int, int]:
+    size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))[0]
+    api_key, _, correlation_id = struct.unpack(">hhi", await reader.readexactly(size))
+    return api_key, correlation_id
+
+
+def test_produce_answers_that_arrive_together_go_out_in_one_send() -> None:
+    async def scenario() -> None:
+        server = Server()
+        async with server.running() as (reader, writer):
+            writer.write(b"".join(frame(PRODUCE, n) for n in range(20)))
+            got = [await answer(reader) for _ in range(20)]
+            assert got == [(PRODUCE, n) for n in range(20)]
+            assert server.writers[0].writes == 1
+    asyncio.run(scenario())
+
+
+def test_a_slow_request_behind_produce_answers_does_not_hold_them_back() -> None:
+    async def scenario() -> None:
+        server = Server()
+        async with server.running() as (reader, writer):
+            writer.write(frame(PRODUCE, 1) + frame(PRODUCE, 2) + frame(FETCH, 3))
+            # the fetch answers only once both produce answers have arrived
+            assert [await answer(reader), await answer(reader)] == [(PRODUCE, 1), (PRODUCE, 2)]
+            server.fetch_may_answer.set()
+            assert await answer(reader) == (FETCH, 3)
+    asyncio.run(scenario())
+
+
+def test_a_bad_frame_closes_the_connection_after_the_answers_before_it() -> None:
+    async def scenario() -> None:
+        server = Server()
+        async with server.running() as (reader, writer):
+            writer.write(frame(PRODUCE, 1) + frame(PRODUCE, 2) + frame(BAD, 3)
+                         + frame(PRODUCE, 4))
+            assert [await answer(reader), await answer(reader)] == [(PRODUCE, 1), (PRODUCE, 2)]
+            assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""  # closed
+    asyncio.run(scenario())
