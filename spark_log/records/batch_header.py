@@ -130,8 +130,10 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % 0x80000000
 
 
-def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """Parse and sanity-check the header at `pos`; the whole batch must lie inside `buf`.
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0, *,
+                whole: bool = True) -> BatchHeader:
+    """Parse and sanity-check the header at `pos`; the whole batch must lie inside `buf`
+    (only the header when not `whole`: a read of the first bytes of a file range).
 
     Checks length, magic and bounds, not the CRC (see `verify_crc`), so scanning many batches
     to find one offset stays cheap.
@@ -151,7 +153,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
         raise CorruptRecordError(
             f"batch at byte {pos}: batch length {header.batch_length} too small"
         )
-    if header.size > available:
+    if whole and header.size > available:
         raise CorruptRecordError(
             f"batch at byte {pos}: batch length {header.batch_length} runs past the end "
             f"({available} bytes left)"

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from spark_log.broker.server.connection import Connection, Part, Peer
+from spark_log.broker.server.connection import SMALL_REGION_BYTES, Connection, Part, Peer
 from spark_log.protocol import ErrorCode, encode_request, spec_for
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import build
@@ -366,5 +366,49 @@ def test_a_region_cut_short_on_disk_closes_the_connection(
     assert size == len(HEAD) + region.size
     assert body == HEAD + left  # what the disk still had, then the close: no garbage
     assert problems(caplog) == []
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("truncated" in w for w in warnings), warnings
+
+
+@pytest.fixture
+def small_log(tmp_path: Path) -> Iterator[PartitionLog]:
+    """A partition log of a few small batches: reads of it are under SMALL_REGION_BYTES, so
+    they are copied into the response rather than sent with sendfile."""
+    log = PartitionLog(str(tmp_path), "t", 0, DEFAULT_CONFIG)
+    for n in range(4):
+        log.append(build_batch([Record(0, int(time.time() * 1000), b"k", b"%d" % n * 500)]),
+                   leader_epoch=0)
+    yield log
+    log.close()
+
+
+def test_a_small_region_arrives_byte_exact(small_log: PartitionLog, contexts) -> None:
+    region = small_log.read(0, 1 << 30)
+    assert 0 < region.size <= SMALL_REGION_BYTES
+    expected = HEAD + segment_bytes(small_log, region)
+
+    async def scenario() -> list[bytes]:
+        async with RegionServer(region, contexts[0]).running() as server:
+            return await fetch_whole(server.port, contexts[1], times=2)
+
+    assert asyncio.run(scenario()) == [expected, expected]
+
+
+def test_a_small_region_cut_short_closes_the_connection_before_its_frame(
+        small_log: PartitionLog, contexts, caplog: pytest.LogCaptureFixture) -> None:
+    region = small_log.read(0, 1 << 30)
+    small_log.truncate_to(2)
+
+    async def scenario() -> bytes:
+        async with RegionServer(region, contexts[0]).running() as server:
+            reader, writer = await connect(server.port, contexts[1])
+            writer.write(REQUEST)
+            got = await asyncio.wait_for(reader.read(), DEADLINE_S)  # to EOF
+            writer.close()
+            with contextlib.suppress(ConnectionError, ssl.SSLError):
+                await writer.wait_closed()
+            return got
+
+    assert asyncio.run(scenario()) == b""  # no frame at all rather than a short one
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("truncated" in w for w in warnings), warnings

@@ -93,6 +93,7 @@ class _RegionFile:
 Part = bytes | bytearray | memoryview | FileRegion
 MAX_OWED = 50  # responses a connection may owe at once
 COALESCE_BYTES = 64 * 1024  # in-memory parts up to this size are joined before sending
+SMALL_REGION_BYTES = 16 * 1024  # file regions up to this size are copied, not sendfile'd
 
 
 @dataclass(frozen=True)
@@ -120,13 +121,19 @@ def _answered_at_once(frame: memoryview) -> bool:
 
 
 def _coalesced(parts: Sequence[Part]) -> list[Part]:
-    """`parts` with each run of small in-memory parts joined into one, so a response (or many)
-    goes out in one send; large parts and file regions stay as they are."""
+    """`parts` with each run of small parts joined into one, so a response (or many) goes out
+    in one send; large parts and file regions stay as they are. A small file region is read
+    into the run: `loop.sendfile` costs two epoll registrations and a future per call, more
+    than copying a few KiB (a fetch of one small batch)."""
     out: list[Part] = []
     run: list[bytes | bytearray | memoryview] = []
     for part in parts:
-        if isinstance(part, (bytes, bytearray, memoryview)) and len(part) <= COALESCE_BYTES:
-            run.append(part)
+        if isinstance(part, (bytes, bytearray, memoryview)):
+            if len(part) <= COALESCE_BYTES:
+                run.append(part)
+                continue
+        elif 0 < part.size <= SMALL_REGION_BYTES:
+            run.append(_read_region(part))
             continue
         if run:
             out.append(run[0] if len(run) == 1 else b"".join(run))
@@ -135,6 +142,14 @@ def _coalesced(parts: Sequence[Part]) -> list[Part]:
     if run:
         out.append(run[0] if len(run) == 1 else b"".join(run))
     return out
+
+
+def _read_region(region: FileRegion) -> bytes:
+    data = os.pread(region.fileno(), region.size, region.position)
+    if len(data) != region.size:
+        raise RegionShrank(f"{region.size - len(data)} of {region.size} bytes of a fetched "
+                           f"log range were gone (log truncated mid-response)")
+    return data
 
 
 class Connection:

@@ -47,6 +47,7 @@ class FetchSlice:
     handle: FileHandle | None
     position: int
     size: int
+    next_offset: int | None = None  # the offset after the last batch, when the read saw it
 
     def __len__(self) -> int:
         return self.size
@@ -84,11 +85,14 @@ EMPTY_SLICE = FetchSlice(None, 0, 0)
 
 
 def slice_next_offset(records: FetchSlice) -> int | None:
-    """The offset after the last batch of a slice, walking its headers through a map of just
-    that range: what bounds the aborted transactions a fetch must list. None if the slice is
-    empty or no longer readable whole (the file was truncated since it was cut)."""
+    """The offset after the last batch of a slice — what bounds the aborted transactions a
+    fetch must list: as the read that cut it saw it, else by walking its headers through a map
+    of just that range. None if the slice is empty or no longer readable whole (the file was
+    truncated since it was cut)."""
     if records.handle is None or records.size == 0:
         return None
+    if records.next_offset is not None:  # the read that cut the slice saw its last batch
+        return records.next_offset
     start = records.position - records.position % mmap.ALLOCATIONGRANULARITY
     last = None
     try:
@@ -134,8 +138,9 @@ class FileRecords:
         self.size += self.fs.write_fully(self.fd, buffers, position)
         return position
 
-    def slice(self, position: int, size: int) -> FetchSlice:
-        return FetchSlice(self._handle, position, size) if size > 0 else EMPTY_SLICE
+    def slice(self, position: int, size: int, next_offset: int | None = None) -> FetchSlice:
+        return FetchSlice(self._handle, position, size, next_offset) if size > 0 \
+            else EMPTY_SLICE
 
     def read(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)

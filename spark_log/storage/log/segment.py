@@ -27,6 +27,7 @@ from spark_log.storage.index.transaction_index import TXN_INDEX_SUFFIX, Transact
 from spark_log.storage.log.batch_check import CheckedRanges
 from spark_log.storage.log.file_records import FetchSlice, FileRecords
 from spark_log.storage.log.log_config import LogConfig
+from spark_log.storage.log.read_positions import ReadPositions, read_from
 from spark_log.storage.log.segment_files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -97,6 +98,7 @@ class Segment:
         self._max_ts: TimestampOffset | None = None  # loaded lazily from the time index
         self._bytes_since_index = 0
         self.checked = CheckedRanges()  # bytes of the .log whose batches passed their check
+        self._read_positions = ReadPositions()  # where recent reads ended
         if create:
             self._offset_index.load()
             self._time_index.load()
@@ -215,6 +217,12 @@ class Segment:
         index.interval.bytes of batch headers however large the read."""
         if max_bytes < 0:
             raise ValueError(f"invalid max bytes {max_bytes} for a read of {self.log.path}")
+        known = self._read_positions.get(start_offset)
+        if known is not None:
+            small = read_from(self.log, known, start_offset, max_bytes, max_offset,
+                              min_one_batch)
+            if small is not None:
+                return self._slice(*small, end_offset)
         try:
             found = self.translate_offset(start_offset)
             if found is None:
@@ -225,25 +233,37 @@ class Segment:
             size = self.log.size
             if stop >= size and end_offset is not None and (max_offset is None or
                                                             max_offset >= end_offset):
-                end = size
+                end, next_offset = size, None
             else:
-                end = self._read_end(start, stop, max_offset)
-            self.check(start, end, end_offset)
+                end, next_offset = self._read_end(start, stop, max_offset)
         except DamagedSegmentError:
             raise
         except CorruptRecordError as e:
             raise DamagedSegmentError(self, e) from e
-        return self.log.slice(start, end - start)
+        return self._slice(start, end, next_offset, end_offset)
 
-    def _read_end(self, start: int, stop: int, max_offset: int | None) -> int:
+    def _slice(self, start: int, end: int, next_offset: int | None,
+               end_offset: int | None) -> FetchSlice:
+        """The checked slice [start, end); where it ends is remembered for the next read."""
+        self.check(start, end, end_offset)
+        if next_offset is not None and end > start:
+            self._read_positions.remember(next_offset, end)
+        return self.log.slice(start, end - start, next_offset)
+
+    def _read_end(self, start: int, stop: int, max_offset: int | None
+                  ) -> tuple[int, int | None]:
+        """Where a read from `start` ends, and the offset after its last batch when the walk
+        saw it."""
         end = self._walk_from(start, stop, max_offset)
+        next_offset = None
         for pos, header in self.log.batches(end):
             if max_offset is not None and header.base_offset >= max_offset:
                 break
             if pos + header.size > stop:
                 break
             end = pos + header.size
-        return end
+            next_offset = header.next_offset
+        return end, next_offset
 
     def check(self, start: int, end: int, limit_offset: int | None = None) -> None:
         """Check the batches in bytes [start, end) that no one has checked since the segment
@@ -357,6 +377,7 @@ class Segment:
         """Truncate the .log to `position` after copying the bytes cut to `keep_path` (if
         given, fsynced); returns the number of bytes cut."""
         self.checked.truncate(position)
+        self._read_positions.clear()
         return cut_log(self.log, self.fs, position, keep_path)
 
     def rebuild_indexes(self) -> None:
@@ -387,6 +408,7 @@ class Segment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         self.set_active(True)
+        self._read_positions.clear()
         removed = self.log.truncate_to(found[0]) if found is not None else 0
         self.checked.truncate(self.log.size)
         if self.size == 0:

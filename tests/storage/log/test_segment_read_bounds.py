@@ -35,24 +35,30 @@ def reference(data: bytes, start_offset: int, max_bytes: int, max_offset: int | 
     return start, end - start
 
 
+def filled(tmp: str, interval: int, records: list[tuple[int, int]], value_size: int
+           ) -> tuple[Segment, bytes, int]:
+    """A segment of batches of (records, offset gap before it): the segment, its bytes, the
+    offset after the last batch."""
+    segment = Segment(tmp, BASE, LogConfig(index_interval_bytes=interval), clock=ManualClock(),
+                      active=True, create=True)
+    offset, written = BASE, []
+    for n, gap in records:
+        offset += gap
+        batch = make_batch(n, base_offset=offset, timestamp=DEFAULT_TS, value_size=value_size)
+        segment.append([batch], [read_header(batch)])
+        written.append(batch)
+        offset += n
+    return segment, b"".join(written), offset
+
+
 @settings(max_examples=60, deadline=None)
 @given(records=st.lists(st.integers(1, 5), min_size=1, max_size=60),
        value_size=st.integers(0, 300), interval=st.sampled_from([1, 200, 1024, 4096]),
        picks=st.data())
 def test_read_matches_a_full_header_walk(records: list[int], value_size: int, interval: int,
                                          picks: st.DataObject) -> None:
-    config = LogConfig(index_interval_bytes=interval)
     with tempfile.TemporaryDirectory() as tmp:
-        segment = Segment(tmp, BASE, config, clock=ManualClock(), active=True, create=True)
-        offset = BASE
-        written = []
-        for n in records:
-            batch = make_batch(n, base_offset=offset, timestamp=DEFAULT_TS,
-                               value_size=value_size)
-            segment.append([batch], [read_header(batch)])
-            written.append(batch)
-            offset += n
-        data = b"".join(written)
+        segment, data, offset = filled(tmp, interval, [(n, 0) for n in records], value_size)
         for _ in range(8):
             start = picks.draw(st.integers(BASE, offset - 1))
             max_bytes = picks.draw(st.integers(0, len(data) + 100))
@@ -66,4 +72,43 @@ def test_read_matches_a_full_header_walk(records: list[int], value_size: int, in
             if want_size:  # an empty read is one shared empty slice, at no position
                 assert got.position == want_start
                 assert got.read_bytes() == data[want_start : want_start + want_size]
+        segment.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 3)), min_size=1,
+                        max_size=60),
+       value_size=st.integers(0, 300), interval=st.sampled_from([1, 200, 4096]),
+       picks=st.data())
+def test_reads_that_follow_each_other_match_a_full_header_walk(
+        records: list[tuple[int, int]], value_size: int, interval: int,
+        picks: st.DataObject) -> None:
+    """A consumer keeping up: most reads start at the offset after the previous one (the
+    remembered-position path), some elsewhere; offsets have gaps, as after compaction, and the
+    segment is truncated part way, which must forget what it remembered."""
+    with tempfile.TemporaryDirectory() as tmp:
+        segment, data, end = filled(tmp, interval, records, value_size)
+        first = read_header(data).base_offset
+        start = first
+        for step in range(12):
+            if step == 6 and picks.draw(st.booleans()):  # cut the log behind the reader
+                segment.truncate_to(picks.draw(st.integers(first + 1, end)))
+                data = segment.log.read(0, segment.size)
+                end = max((h.next_offset for _, h in iter_headers(data)), default=BASE)
+            if not data or start >= end or picks.draw(st.integers(0, 4)) == 0:
+                if not data:
+                    break
+                start = picks.draw(st.integers(first, end - 1))
+            max_bytes = picks.draw(st.sampled_from([0, 1, 100, 1000, len(data) + 100]))
+            max_offset = picks.draw(st.none() | st.integers(first, end + 5))
+            min_one = picks.draw(st.booleans())
+            got = segment.read(start, max_bytes, max_offset=max_offset, min_one_batch=min_one)
+            want_start, want_size = reference(data, start, max_bytes, max_offset, min_one)
+            assert got.size == want_size
+            if want_size:
+                assert got.position == want_start
+                assert got.read_bytes() == data[want_start : want_start + want_size]
+                last = list(iter_headers(data[want_start : want_start + want_size]))[-1][1]
+                assert got.next_offset in (None, last.next_offset)
+                start = last.next_offset
         segment.close()
