@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from types import MappingProxyType
 
 from spark_log.broker.errors import UnknownTopicError
 from spark_log.metadata import BrokerRegistration, MetadataImage, PartitionRegistration
@@ -25,6 +26,8 @@ class MetadataCache:
     def __init__(self) -> None:
         self._image = MetadataImage.EMPTY
         self._changed = asyncio.Event()
+        self._infos: dict[str, TopicInfo] = {}  # built from `_image` on demand; every request
+        # that names a topic asks for its info
 
     @property
     def image(self) -> MetadataImage:
@@ -32,6 +35,7 @@ class MetadataCache:
 
     def update(self, image: MetadataImage) -> None:
         self._image = image
+        self._infos = {}
         self._changed.set()
         self._changed = asyncio.Event()
 
@@ -51,11 +55,16 @@ class MetadataCache:
 
     # ---- topics, as the topic registry of the handlers -----------------------------------------
     def get(self, name: str) -> TopicInfo | None:
+        found = self._infos.get(name)
+        if found is not None:
+            return found
         topic = self._image.topic(name)
         if topic is None:
             return None
-        return TopicInfo(topic.name, topic.id, len(topic.partitions),
-                         dict(self._image.topic_configs(name)))
+        info = self._infos[name] = TopicInfo(
+            topic.name, topic.id, len(topic.partitions),
+            MappingProxyType(dict(self._image.topic_configs(name))))
+        return info
 
     def require(self, name: str) -> TopicInfo:
         found = self.get(name)
