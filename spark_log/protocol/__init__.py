@@ -2,7 +2,7 @@
 
 Server loop: `FrameDecoder.feed(data)` -> frames; `parse_request(frame)` -> (header, body);
 `ApiSet.accepts(...)` decides; `decode_served_request(header, body)` -> the request (a kio
-entity; Produce read by hand);
+entity; Produce and Fetch read by hand);
 `encode_response(correlation_id, entity)` -> frame bytes, or `encode_fetch_response(...)` -> parts
 with the records objects in place.
 

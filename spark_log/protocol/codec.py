@@ -21,6 +21,7 @@ from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from .api_table import spec_for
 from .errors import EncodeError, ProtocolError, UnsupportedRequestError
+from .fetch_request import decode_fetch_request
 from .framing import SIZE_PREFIX
 from .null_check import check_non_null
 from .produce_request import decode_produce_request
@@ -42,7 +43,7 @@ __all__ = [
     "encode_response",
 ]
 
-_PRODUCE_KEY = 0
+_PRODUCE_KEY, _FETCH_KEY = 0, 1
 _UNKNOWN_TAG = "Unknown tagged field"  # kio's KeyError message for a tag it does not know
 
 
@@ -66,11 +67,13 @@ def decode_request_body(header: RequestHeader, body: bytes | memoryview) -> Requ
 
 
 def decode_served_request(header: RequestHeader, body: bytes | memoryview) -> Any:
-    """The request as the broker's handlers read it: Produce, the hottest, by its hand-written
-    reader (`produce_request`: one pass, records left in the frame), every other API as its kio
-    entity (`decode_request_body`)."""
+    """The request as the broker's handlers read it: Produce and Fetch, the hottest, by their
+    hand-written readers (`produce_request`, `fetch_request`: one pass, records left in the
+    frame), every other API as its kio entity (`decode_request_body`)."""
     if header.api_key == _PRODUCE_KEY:
         return decode_produce_request(header.api_version, body)
+    if header.api_key == _FETCH_KEY:
+        return decode_fetch_request(header.api_version, body)
     return decode_request_body(header, body)
 
 

@@ -26,7 +26,6 @@ from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
-from spark_log.protocol.entity_build import ms
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -41,7 +40,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 "session_id": 0, "responses": []}
     topics = [_resolve(services, t) for t in request.topics]
     wanted = [(name, p.partition) for name, _, t in topics if name for p in t.partitions]
-    max_wait_ms = max(0, ms(request.max_wait))
+    max_wait_ms = max(0, request.max_wait_ms)
     deadline = time.monotonic() + max_wait_ms / 1000
     replica_id = _replica_id(request)
     while True:
