@@ -182,11 +182,19 @@ class BatchView:
         self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
     ) -> bytes:
         """The records section, decompressed (a copy)."""
+        section = self.records_buffer(max_decompressed_size=max_decompressed_size)
+        return section if isinstance(section, bytes) else bytes(section)
+
+    def records_buffer(
+        self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+    ) -> bytes | memoryview:
+        """The records section: a view of the batch's own bytes if it is not compressed (no
+        copy), else decompressed."""
         start = self.position + HEADER_SIZE
         section = self._view[start : self.position + self.header.size]
         codec = self.header.attributes & COMPRESSION_MASK
         if codec == Compression.NONE:
-            return bytes(section)
+            return section
         if codec > Compression.ZSTD:
             raise CorruptRecordError(
                 f"batch at byte {self.position}: unknown compression type id {codec}"
