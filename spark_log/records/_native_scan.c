@@ -46,10 +46,15 @@ static int corrupt(Py_ssize_t index, const char *what) {
 }
 
 /* A zigzag varint of at most `max_bytes` bytes at *pos, bounded by `limit`. */
-static int read_zigzag(const uint8_t *b, Py_ssize_t limit, Py_ssize_t *pos, int max_bytes,
-                       int64_t *out) {
+static inline int read_zigzag(const uint8_t *b, Py_ssize_t limit, Py_ssize_t *pos,
+                              int max_bytes, int64_t *out) {
     uint64_t u = 0;
     Py_ssize_t p = *pos;
+    if (p < limit && b[p] < 0x80) { /* the common case: a one-byte varint */
+        *pos = p + 1;
+        *out = (int64_t)(b[p] >> 1) ^ -(int64_t)(b[p] & 1);
+        return 0;
+    }
     for (int i = 0; i < max_bytes; i++, p++) {
         if (p >= limit)
             return -1;
@@ -175,6 +180,11 @@ typedef struct {
     Py_ssize_t key_len; /* -1: empty slot */
 } Slot;
 
+struct Parsed {
+    RecordHead head;
+    uint64_t hash; /* of its key, if it has one */
+};
+
 typedef struct {
     PyObject_HEAD
     Slot *slots;
@@ -183,34 +193,55 @@ typedef struct {
     char *arena;
     Py_ssize_t arena_len, arena_cap;
     uint64_t seed;
-    RecordHead *kept;   /* kept_records' scratch, reused across calls */
-    Py_ssize_t kept_cap;
+    struct Parsed *parsed; /* one section's records, reused across calls */
+    Py_ssize_t parsed_cap;
 } KeyOffsets;
 
 #define INITIAL_SLOTS 1024
 
-/* Seeded multiply-xorshift over 8-byte words. The seed (random per table, from the caller)
-   keeps key sets that collide from being chosen in advance; a bad case only slows probing. */
+/* Seeded multiply-xorshift over 8-byte words; the tail is read as whole loads inside the key
+   (no byte loop, no call). The seed (random per table, from the caller) keeps key sets that
+   collide from being chosen in advance; a bad case only slows probing, never misleads. */
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint64_t load32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 static inline uint64_t hash_key(const uint8_t *p, Py_ssize_t n, uint64_t seed) {
-    uint64_t h = seed ^ ((uint64_t)n * 0x9E3779B97F4A7C15ULL);
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
-        h = (h << 31) | (h >> 33);
-        p += 8;
-        n -= 8;
+    uint64_t h = seed ^ ((uint64_t)n * 0x9E3779B97F4A7C15ULL), tail;
+    const uint8_t *end = p + n;
+    if (n >= 8) {
+        for (; end - p > 8; p += 8) {
+            h = (h ^ load64(p)) * 0xBF58476D1CE4E5B9ULL;
+            h = (h << 31) | (h >> 33);
+        }
+        tail = load64(end - 8); /* overlaps the last word: n is hashed in too */
+    } else if (n >= 4) {
+        tail = load32(p) | (load32(end - 4) << 32);
+    } else if (n > 0) {
+        tail = (uint64_t)p[0] | ((uint64_t)p[n / 2] << 8) | ((uint64_t)end[-1] << 16);
+    } else {
+        tail = 0;
     }
-    if (n > 0) {
-        uint64_t v = 0;
-        memcpy(&v, p, (size_t)n);
-        h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
-    }
+    h = (h ^ tail) * 0xBF58476D1CE4E5B9ULL;
     h ^= h >> 32;
     h *= 0xD6E8FEB86659FD93ULL;
     h ^= h >> 32;
     return h;
 }
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)0)
+#endif
 
 static Slot *new_slots(size_t n) {
     Slot *slots = PyMem_Malloc(n * sizeof(Slot));
@@ -253,14 +284,9 @@ static int grow(KeyOffsets *t) {
     return 0;
 }
 
-/* table[key] = offset. */
-static int put(KeyOffsets *t, const uint8_t *key, Py_ssize_t n, int64_t offset) {
-    uint64_t h = hash_key(key, n, t->seed);
-    Slot *s = find(t, key, n, h);
-    if (s->key_len >= 0) {
-        s->offset = offset;
-        return 0;
-    }
+/* Stores a key not in the table into `slot`, the empty slot `find` returned for it. */
+static int insert(KeyOffsets *t, Slot *slot, const uint8_t *key, Py_ssize_t n, uint64_t h,
+                  int64_t offset) {
     if (n > t->arena_cap - t->arena_len) {
         Py_ssize_t cap = t->arena_cap * 2 > t->arena_len + n ? t->arena_cap * 2
                                                              : t->arena_len + n + 4096;
@@ -273,13 +299,24 @@ static int put(KeyOffsets *t, const uint8_t *key, Py_ssize_t n, int64_t offset) 
         t->arena_cap = cap;
     }
     memcpy(t->arena + t->arena_len, key, (size_t)n);
-    s->hash = h;
-    s->offset = offset;
-    s->key_pos = t->arena_len;
-    s->key_len = n;
+    slot->hash = h;
+    slot->offset = offset;
+    slot->key_pos = t->arena_len;
+    slot->key_len = n;
     t->arena_len += n;
     t->used++;
     return (size_t)t->used * 2 > t->mask + 1 ? grow(t) : 0;
+}
+
+/* table[key] = offset. */
+static int put(KeyOffsets *t, const uint8_t *key, Py_ssize_t n, int64_t offset) {
+    uint64_t h = hash_key(key, n, t->seed);
+    Slot *s = find(t, key, n, h);
+    if (s->key_len >= 0) {
+        s->offset = offset;
+        return 0;
+    }
+    return insert(t, s, key, n, h, offset);
 }
 
 static int64_t get(KeyOffsets *t, const uint8_t *key, Py_ssize_t n, int64_t missing) {
@@ -321,7 +358,7 @@ static int KeyOffsets_init(KeyOffsets *t, PyObject *args, PyObject *kwargs) {
 static void KeyOffsets_dealloc(KeyOffsets *t) {
     PyMem_Free(t->slots);
     PyMem_Free(t->arena);
-    PyMem_Free(t->kept);
+    PyMem_Free(t->parsed);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
@@ -357,9 +394,59 @@ static PyObject *KeyOffsets_put(KeyOffsets *t, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Parses the records of a section into t->parsed, hashing each key and prefetching its slot,
+   so that the probes that follow find their slots in cache. Stops at the first record that
+   does not parse (returning -1 with the exception set); *n is how many parsed before it. */
+static int parse_section(KeyOffsets *t, const Py_buffer *view, Py_ssize_t count, int check,
+                         Py_ssize_t *n) {
+    const uint8_t *b = view->buf;
+    Py_ssize_t limit = view->len, pos = 0;
+    *n = 0;
+    /* A record takes at least 4 bytes: a count beyond that cannot fill the section. */
+    Py_ssize_t room = count < limit / 4 + 1 ? count : limit / 4 + 1;
+    if (room > t->parsed_cap) {
+        struct Parsed *parsed = PyMem_Realloc(t->parsed, (size_t)room * sizeof(struct Parsed));
+        if (parsed == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->parsed = parsed;
+        t->parsed_cap = room;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i == room)
+            return corrupt(i, "truncated or bad varint");
+        struct Parsed *r = &t->parsed[i];
+        if (scan_head(b, limit, pos, i, check, &r->head) < 0)
+            return -1;
+        if (r->head.key_len >= 0) {
+            r->hash = hash_key(b + r->head.key_pos, (Py_ssize_t)r->head.key_len, t->seed);
+            PREFETCH(&t->slots[r->hash & t->mask]);
+        }
+        pos = r->head.end;
+        *n = i + 1;
+    }
+    return check_filled(pos, limit, count);
+}
+
+#define AHEAD 8 /* records between prefetching a key's bytes and comparing them */
+
+/* Prefetches the stored bytes of the key in the slot where parsed record i probes first. */
+static inline void prefetch_key(KeyOffsets *t, Py_ssize_t i, Py_ssize_t n) {
+    if (i < n && t->parsed[i].head.key_len >= 0) {
+        const Slot *s = &t->slots[t->parsed[i].hash & t->mask];
+        if (s->key_len >= 0)
+            PREFETCH(t->arena + s->key_pos);
+    }
+}
+
+static Slot *find_parsed(KeyOffsets *t, const uint8_t *b, const struct Parsed *r) {
+    return find(t, b + r->head.key_pos, (Py_ssize_t)r->head.key_len, r->hash);
+}
+
 static PyObject *KeyOffsets_map_records(KeyOffsets *t, PyObject *args) {
     PyObject *obj;
-    Py_ssize_t count;
+    Py_ssize_t count, n;
     long long base, start_offset;
     if (!PyArg_ParseTuple(args, "OnLL:map_records", &obj, &count, &base, &start_offset))
         return NULL;
@@ -367,36 +454,26 @@ static PyObject *KeyOffsets_map_records(KeyOffsets *t, PyObject *args) {
     if (get_section(obj, &view) < 0)
         return NULL;
     const uint8_t *b = view.buf;
-    Py_ssize_t limit = view.len, pos = 0;
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
-        RecordHead r;
-        rc = scan_head(b, limit, pos, i, CHECK_KEY, &r);
-        if (rc == 0 && r.key_len >= 0 && base + r.offset_delta >= start_offset)
-            rc = put(t, b + r.key_pos, (Py_ssize_t)r.key_len, base + r.offset_delta);
-        pos = r.end;
+    /* The records before a corrupt one are mapped, as the Python walk does; its error stays
+       set meanwhile (inserting calls no Python code), or becomes a MemoryError. */
+    int rc = parse_section(t, &view, count, CHECK_KEY, &n);
+    for (Py_ssize_t i = 0; i < n && rc != -2; i++) {
+        const struct Parsed *r = &t->parsed[i];
+        int64_t offset = base + r->head.offset_delta;
+        prefetch_key(t, i + AHEAD, n);
+        if (r->head.key_len < 0 || offset < start_offset)
+            continue;
+        Slot *slot = find_parsed(t, b, r);
+        if (slot->key_len >= 0)
+            slot->offset = offset;
+        else if (insert(t, slot, b + r->head.key_pos, (Py_ssize_t)r->head.key_len, r->hash,
+                        offset) < 0)
+            rc = -2;
     }
-    if (rc == 0)
-        rc = check_filled(pos, limit, count);
     PyBuffer_Release(&view);
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
-}
-
-static int remember_kept(KeyOffsets *t, Py_ssize_t n, const RecordHead *r) {
-    if (n == t->kept_cap) {
-        Py_ssize_t cap = t->kept_cap ? t->kept_cap * 2 : 256;
-        RecordHead *kept = PyMem_Realloc(t->kept, (size_t)cap * sizeof(RecordHead));
-        if (kept == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        t->kept = kept;
-        t->kept_cap = cap;
-    }
-    t->kept[n] = *r;
-    return 0;
 }
 
 /* The kept records as batch_rewrite's RecordSpan tuples: (offset, key, has_value, start, end). */
@@ -405,7 +482,7 @@ static PyObject *kept_spans(KeyOffsets *t, const uint8_t *b, Py_ssize_t n, long 
     if (list == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        const RecordHead *r = &t->kept[i];
+        const RecordHead *r = &t->parsed[i].head;
         PyObject *key = r->key_len < 0 ? Py_NewRef(Py_None)
             : PyBytes_FromStringAndSize((const char *)b + r->key_pos, (Py_ssize_t)r->key_len);
         PyObject *span = key == NULL ? NULL
@@ -425,9 +502,9 @@ static PyObject *kept_spans(KeyOffsets *t, const uint8_t *b, Py_ssize_t n, long 
    it (or is unmapped) and it has a value or `keep_deletes`. */
 static PyObject *KeyOffsets_kept_records(KeyOffsets *t, PyObject *args) {
     PyObject *obj;
-    Py_ssize_t count;
+    Py_ssize_t count, n, kept = 0;
     long long base, latest;
-    int keep_deletes;
+    int keep_deletes, tombstones = 0;
     if (!PyArg_ParseTuple(args, "OnLLp:kept_records", &obj, &count, &base, &latest,
                           &keep_deletes))
         return NULL;
@@ -435,30 +512,28 @@ static PyObject *KeyOffsets_kept_records(KeyOffsets *t, PyObject *args) {
     if (get_section(obj, &view) < 0)
         return NULL;
     const uint8_t *b = view.buf;
-    Py_ssize_t limit = view.len, pos = 0, n = 0;
-    int tombstones = 0, rc = 0;
-    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
-        RecordHead r;
-        rc = scan_head(b, limit, pos, i, CHECK_VALUE, &r);
-        if (rc < 0)
-            break;
-        int64_t offset = base + r.offset_delta;
-        int has_value = !(b[r.value_pos] & 1); /* a null value is a negative (odd) length */
-        if (offset > latest
-                || (r.key_len >= 0 && (has_value || keep_deletes)
-                    && offset >= get(t, b + r.key_pos, (Py_ssize_t)r.key_len, -1))) {
-            rc = remember_kept(t, n++, &r);
+    if (parse_section(t, &view, count, CHECK_VALUE, &n) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const struct Parsed *r = &t->parsed[i];
+        int64_t offset = base + r->head.offset_delta;
+        int has_value = !(b[r->head.value_pos] & 1); /* a null value: a negative (odd) length */
+        prefetch_key(t, i + AHEAD, n);
+        const Slot *slot;
+        if (offset > latest || (r->head.key_len >= 0 && (has_value || keep_deletes)
+                                && offset >= ((slot = find_parsed(t, b, r))->key_len < 0
+                                              ? -1 : slot->offset))) {
+            t->parsed[kept++] = *r; /* kept <= i: compacts the kept ones to the front */
             tombstones |= !has_value;
         }
-        pos = r.end;
     }
-    if (rc == 0)
-        rc = check_filled(pos, limit, count);
-    PyObject *kept = rc < 0 ? NULL : n == count ? Py_NewRef(Py_None) : kept_spans(t, b, n, base);
+    PyObject *spans = kept == count ? Py_NewRef(Py_None) : kept_spans(t, b, kept, base);
     PyBuffer_Release(&view);
-    if (kept == NULL)
+    if (spans == NULL)
         return NULL;
-    return Py_BuildValue("(NO)", kept, tombstones ? Py_True : Py_False);
+    return Py_BuildValue("(NO)", spans, tombstones ? Py_True : Py_False);
 }
 
 static PyMethodDef KeyOffsets_methods[] = {
