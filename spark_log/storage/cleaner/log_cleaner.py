@@ -70,6 +70,8 @@ class Driver(Protocol):
 
     def wait_idle(self, timeout_s: float) -> None: ...
 
+    def discard(self, garbage: list[object]) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -90,6 +92,16 @@ class ThreadDriver:
         """Block until the step in progress, if any, has returned or raised."""
         if self._current is not None:
             concurrent.futures.wait([self._current], timeout_s)
+
+    def discard(self, garbage: list[object]) -> None:
+        """Empty `garbage` on the worker, after the work already queued. A round's last
+        references to the files of the segments it replaced go there: closing a deleted file
+        makes the kernel free its cached pages (~4 ms per 16 MiB), which would otherwise hold up
+        the event loop."""
+        try:
+            self._executor.submit(garbage.clear)
+        except RuntimeError:  # shut down
+            garbage.clear()
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
@@ -113,6 +125,9 @@ class InlineDriver:
 
     def wait_idle(self, timeout_s: float) -> None:
         """Nothing runs between yields: the aborted step stops at its next check."""
+
+    def discard(self, garbage: list[object]) -> None:
+        garbage.clear()
 
     def close(self) -> None:
         pass
@@ -242,6 +257,10 @@ class LogCleaner:
             log.error("Cleaning %s stopped: %s", partition_log.name, e)
         finally:
             self._round = None
+            if rnd is not None:  # the only references to its sources' files left: see discard
+                garbage: list[object] = [rnd.sources]
+                rnd.sources = []
+                self.driver.discard(garbage)
             self.offset_map.clear()
             self.manager.done_cleaning(partition_log, end)
         if rnd is None:
