@@ -11,10 +11,11 @@ needs cleaning the cleaner sleeps log.cleaner.backoff.ms, or until `wake()`.
 Drivers: `ThreadDriver` (the default) runs the work on one worker thread while the event loop
 keeps serving requests, letting the GIL go every millisecond; `InlineDriver` runs it on the
 event loop itself, yielding every 0.5 ms. Measured while a round cleans 64 MiB
-(bench/log_cleaner.py, docs/benchmarks.md), the loop wakes late by p50 0.3 ms / p99 ~4.5 ms
-with the thread (5.3 / 12-18 ms if the worker held the GIL for the interpreter's 5 ms turns),
-2.1 / 4.2 ms inline, for the same round time; the thread also keeps fsyncs and file I/O off
-the loop, so it is the default. Either way the work touches only its round's snapshot.
+(bench/log_cleaner.py, docs/benchmarks.md), the loop wakes late by a median of ~0.2 ms with the
+thread (0.65-5 ms if the worker held the GIL for the interpreter's 5 ms turns), 1.1-2 ms
+inline, for about the same round time; the thread also keeps fsyncs and file I/O off the loop
+(and the closing of the files a round replaced), so it is the default. Either way the work
+touches only its round's snapshot.
 
 Aborting: `stop()` and `abort(log)` (called before a log is deleted) set the round's abort flag,
 which the work checks between chunks; the round then removes its `.cleaned` files and leaves
