@@ -40,6 +40,11 @@ typedef struct {
     Py_ssize_t value_pos;     /* the value length varint */
 } RecordHead;
 
+/* base + delta, wrapping instead of overflowing (only a corrupt base offset comes near). */
+static inline int64_t offset_of(long long base, int64_t delta) {
+    return (int64_t)((uint64_t)base + (uint64_t)delta);
+}
+
 static int corrupt(Py_ssize_t index, const char *what) {
     PyErr_Format(corrupt_error, "record %zd: %s", index, what);
     return -1;
@@ -152,7 +157,7 @@ static PyObject *scan_records(PyObject *module, PyObject *args) {
             corrupt(i, "value overruns its record");
             goto fail;
         }
-        row[0] = base + r.offset_delta;
+        row[0] = offset_of(base, r.offset_delta);
         row[1] = r.start;
         row[2] = r.end;
         row[3] = r.key_pos;
@@ -459,7 +464,7 @@ static PyObject *KeyOffsets_map_records(KeyOffsets *t, PyObject *args) {
     int rc = parse_section(t, &view, count, CHECK_KEY, &n);
     for (Py_ssize_t i = 0; i < n && rc != -2; i++) {
         const struct Parsed *r = &t->parsed[i];
-        int64_t offset = base + r->head.offset_delta;
+        int64_t offset = offset_of(base, r->head.offset_delta);
         prefetch_key(t, i + AHEAD, n);
         if (r->head.key_len < 0 || offset < start_offset)
             continue;
@@ -486,7 +491,7 @@ static PyObject *kept_spans(KeyOffsets *t, const uint8_t *b, Py_ssize_t n, long 
         PyObject *key = r->key_len < 0 ? Py_NewRef(Py_None)
             : PyBytes_FromStringAndSize((const char *)b + r->key_pos, (Py_ssize_t)r->key_len);
         PyObject *span = key == NULL ? NULL
-            : Py_BuildValue("(LNOnn)", base + r->offset_delta, key,
+            : Py_BuildValue("(LNOnn)", (long long)offset_of(base, r->offset_delta), key,
                             (b[r->value_pos] & 1) ? Py_False : Py_True, r->start, r->end);
         if (span == NULL) {
             Py_DECREF(list);
@@ -518,7 +523,7 @@ static PyObject *KeyOffsets_kept_records(KeyOffsets *t, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         const struct Parsed *r = &t->parsed[i];
-        int64_t offset = base + r->head.offset_delta;
+        int64_t offset = offset_of(base, r->head.offset_delta);
         int has_value = !(b[r->head.value_pos] & 1); /* a null value: a negative (odd) length */
         prefetch_key(t, i + AHEAD, n);
         const Slot *slot;
