@@ -10,8 +10,11 @@ timestamp stay the batch's own, so every offset and timestamp delta stays valid.
 
 Both scans run once per record of every batch compaction reads, so they inline the one- and
 two-byte varint cases and build plain tuples (about 0.7 µs a record on the reference machine,
-half of a general decode). The batch's last offset delta is kept too (Kafka's
-`overrideLastOffset`), so a producer's last sequence survives compaction.
+half of a general decode). They define what the cleaner's walks do: `record_scan` uses them
+as they are when the native extension is not built, and its C walks are held to them.
+
+The batch's last offset delta is kept too (Kafka's `overrideLastOffset`), so a producer's last
+sequence survives compaction.
 
 Delete horizon (KIP-534): when the attribute bit 0x40 is set, the base timestamp field holds the
 time after which the batch's tombstones may be removed, and each record's timestamp delta is

@@ -16,9 +16,12 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from crc32c import crc32c
+
 from .batch_header import (
     COMPRESSION_MASK,
     CONTROL_BIT,
+    CRC_START,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -176,17 +179,28 @@ class BatchView:
         return self._view[self.position : self.position + self.header.size]
 
     def verify_crc(self) -> None:
-        verify_crc(self._view, self.position, self.header)
+        header, pos = self.header, self.position
+        # Inline: the cleaner checks every batch it reads. The helper raises with the details.
+        if crc32c(self._view[pos + CRC_START : pos + header.size]) != header.crc:
+            verify_crc(self._view, pos, header)
 
     def records_section(
         self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
     ) -> bytes:
         """The records section, decompressed (a copy)."""
+        section = self.records_buffer(max_decompressed_size=max_decompressed_size)
+        return section if isinstance(section, bytes) else bytes(section)
+
+    def records_buffer(
+        self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+    ) -> bytes | memoryview:
+        """The records section: a view of the batch's own bytes if it is not compressed (no
+        copy), else decompressed."""
         start = self.position + HEADER_SIZE
         section = self._view[start : self.position + self.header.size]
         codec = self.header.attributes & COMPRESSION_MASK
         if codec == Compression.NONE:
-            return bytes(section)
+            return section
         if codec > Compression.ZSTD:
             raise CorruptRecordError(
                 f"batch at byte {self.position}: unknown compression type id {codec}"

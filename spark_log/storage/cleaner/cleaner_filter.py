@@ -22,8 +22,6 @@ from dataclasses import dataclass
 
 from spark_log.records.batch_header import BatchHeader, read_header
 from spark_log.records.batch_rewrite import (
-    HAS_VALUE,
-    KEY,
     OFFSET,
     RecordSpan,
     empty_batch,
@@ -91,39 +89,28 @@ class RecordFilter:
         view.verify_crc()
         if discard or header.records_count == 0:
             return self._empty_or_none(header, retention)
-        section = view.records_section()
-        spans = scan_record_spans(section, header.records_count, header.base_offset)
+        section = view.records_buffer()
+        count = header.records_count
         if header.is_control:
-            kept = spans
+            kept: list[RecordSpan] | None = scan_record_spans(bytes(section), count,
+                                                              header.base_offset)
             tombstones = decision.contains_marker_for_empty_txn
-            self.kept_markers.update(span[OFFSET] for span in spans)
+            self.kept_markers.update(span[OFFSET] for span in kept)
         else:
-            kept, tombstones = self._kept_records(header, spans)
+            keep_deletes = not header.has_delete_horizon or self.now_ms < header.base_timestamp
+            kept, tombstones = self.map.kept_records(section, count, header.base_offset,
+                                                     keep_deletes)
             tombstones = tombstones or decision.contains_marker_for_empty_txn
-        if not kept:
+        if kept is not None and not kept:
             return self._empty_or_none(header, retention)
         needs_horizon = tombstones and not header.has_delete_horizon
-        if len(kept) == len(spans) and not needs_horizon:
+        if (kept is None or len(kept) == count) and not needs_horizon:
             return view.raw
+        if kept is None:  # every record kept, but under a new delete horizon
+            kept = scan_record_spans(bytes(section), count, header.base_offset)
         self.stats.batches_rebuilt += 1
-        return rebuild_batch(header, section, kept,
+        return rebuild_batch(header, bytes(section), kept,
                              delete_horizon_ms=self.horizon_ms if needs_horizon else None)
-
-    def _kept_records(self, header: BatchHeader, spans: list[RecordSpan]
-                      ) -> tuple[list[RecordSpan], bool]:
-        """The records to keep and whether a tombstone is among them."""
-        latest = self.map.latest_offset
-        lookup = self.map.lookup
-        keep_deletes = not header.has_delete_horizon or self.now_ms < header.base_timestamp
-        kept = []
-        tombstones = False
-        for span in spans:
-            offset, key, has_value = span[OFFSET], span[KEY], span[HAS_VALUE]
-            if offset > latest or (key is not None and offset >= lookup(key, -1)
-                                   and (has_value or keep_deletes)):
-                kept.append(span)
-                tombstones = tombstones or not has_value
-        return kept, tombstones
 
     def _empty_or_none(self, header: BatchHeader, retention: BatchRetention) -> bytes | None:
         if retention is not BatchRetention.RETAIN_EMPTY:

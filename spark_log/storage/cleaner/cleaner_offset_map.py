@@ -1,19 +1,25 @@
 """The cleaner's map from each key of a log's dirty section to the offset of its latest record
 (Kafka's OffsetMap; SkimpyOffsetMap is its fixed-memory implementation).
 
-Kafka stores a 16-byte hash per key in a preallocated buffer. A Python dict of the keys
-themselves is faster to fill here (no hashing in Python, the key bytes already exist) and
-exact (no hash collisions); its memory is bounded instead by a budget in entries, estimated at
-`ENTRY_BYTES` per key. When the map is full the cleaner cleans what it has mapped so far and the
-rest of the dirty section waits for the next round, as in Kafka.
+Kafka stores a 16-byte hash per key in a preallocated buffer. This map keeps the keys
+themselves, so it is exact (no hash collisions): in a native table when the extension is built
+(`records.record_scan.KeyOffsets`: one C walk per batch both parses the records and maps their
+keys), else in a dict. Its memory is bounded by a budget in entries, estimated at `ENTRY_BYTES`
+per key whichever table holds them, so both clean the same ranges. When the map is full the
+cleaner cleans what it has mapped so far and the rest of the dirty section waits for the next
+round, as in Kafka.
 """
 
 from __future__ import annotations
 
-from spark_log.records.batch_rewrite import map_latest_offsets
-from spark_log.records.record_batch import BatchView
+import os
 
-# A dict slot, a small bytes key and an int offset, as measured for keys of up to ~40 bytes.
+from spark_log.records.batch_rewrite import RecordSpan
+from spark_log.records.record_batch import BatchView
+from spark_log.records.record_scan import KeyOffsets, KeyOffsetTable
+
+# A dict slot, a small bytes key and an int offset, as measured for keys of up to ~40 bytes
+# (the native table needs less: two 32-byte slots and the key's bytes).
 ENTRY_BYTES = 160
 
 
@@ -25,13 +31,15 @@ class OffsetMap:
     cleaning round owns it, in whichever thread runs the round.
     """
 
-    def __init__(self, memory_bytes: int, load_factor: float = 0.9) -> None:
+    def __init__(self, memory_bytes: int, load_factor: float = 0.9,
+                 table: type[KeyOffsetTable] | None = None) -> None:
         self.capacity = max(1, int(memory_bytes * load_factor) // ENTRY_BYTES)
-        self._offsets: dict[bytes, int] = {}
+        # A random seed keeps producers from choosing keys that collide in the native table.
+        self._offsets = (table or KeyOffsets)(int.from_bytes(os.urandom(8), "little"))
         self.latest_offset = -1
 
     def clear(self) -> None:
-        self._offsets = {}
+        self._offsets.clear()
         self.latest_offset = -1
 
     @property
@@ -47,7 +55,7 @@ class OffsetMap:
         return len(self._offsets) + records <= self.capacity
 
     def put(self, key: bytes, offset: int) -> None:
-        self._offsets[key] = offset
+        self._offsets.put(key, offset)
         if offset > self.latest_offset:
             self.latest_offset = offset
 
@@ -56,9 +64,8 @@ class OffsetMap:
         checking its CRC; CorruptRecordError if it does not check or parse."""
         header = batch.header
         batch.verify_crc()
-        section = batch.records_section()
-        map_latest_offsets(section, header.records_count, header.base_offset, self._offsets,
-                           start)
+        self._offsets.map_records(batch.records_buffer(), header.records_count,
+                                  header.base_offset, start)
         self.update_latest_offset(header.last_offset)
 
     def get(self, key: bytes) -> int:
@@ -69,7 +76,10 @@ class OffsetMap:
         if offset > self.latest_offset:
             self.latest_offset = offset
 
-    @property
-    def lookup(self):  # type: ignore[no-untyped-def]
-        """The bound `dict.get` for hot loops: lookup(key, -1)."""
-        return self._offsets.get
+    def kept_records(self, section: bytes | memoryview, count: int, base_offset: int,
+                     keep_deletes: bool) -> tuple[list[RecordSpan] | None, bool]:
+        """The records of a batch's section that are past the map or the latest of their key
+        (None when all are), and whether a tombstone is among them: see
+        `KeyOffsetTable.kept_records`."""
+        return self._offsets.kept_records(section, count, base_offset, self.latest_offset,
+                                          keep_deletes)

@@ -23,6 +23,8 @@ from ..batches import DEFAULT_TS
 from ..cleaner_support import clean_until_done, compact_config, keyed_batch, read_all, write_updates
 
 RETENTION_MS = 60_000
+# Every test once with the native offset-map table and once with the pure-Python one.
+pytestmark = pytest.mark.usefixtures("key_offsets")
 
 
 @pytest.fixture

@@ -35,6 +35,8 @@ from ..cleaner_support import (
 )
 
 RETENTION_MS = 60_000
+# Every test once with the native offset-map table and once with the pure-Python one.
+pytestmark = pytest.mark.usefixtures("key_offsets")
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ deletion and retention racing a round, starting and stopping, and failures."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -230,3 +231,25 @@ def test_an_io_error_while_cleaning_takes_the_directory_offline(tmp_path, clock)
     cleaner.driver.close()
     assert fs.failures >= 1 and logs.failure.failed
     assert "cleaning t-0" in str(logs.failure.error)
+
+
+def test_the_replaced_segments_files_are_closed_on_the_worker(manager, monkeypatch) -> None:  # type: ignore
+    # Closing a deleted file frees its cached pages: slow, so never on the event loop.
+    log = manager.get_or_create("t", 0)
+    fill(log, count=2000, keys=50)
+    replaced = {os.stat(s.log.path).st_ino for s in log.segments[:-1]}
+    closed_by: dict[int, str] = {}
+    real_close = os.close
+
+    def close(fd: int) -> None:
+        with contextlib.suppress(OSError):
+            closed_by[os.fstat(fd).st_ino] = threading.current_thread().name
+        real_close(fd)
+
+    monkeypatch.setattr(os, "close", close)
+    cleaner = LogCleaner(manager)
+    assert clean(cleaner) is not None
+    cleaner.driver.close()  # waits for the work queued on the worker
+    monkeypatch.undo()
+    assert len(replaced) > 1
+    assert {closed_by.get(inode, "") for inode in replaced} == {"log-cleaner_0"}
