@@ -1,11 +1,14 @@
 """A small blocking Kafka client that fetches raw record batches of one partition.
 
 It speaks the standard protocol (Metadata v1 to find the partition leader, Fetch v4 with the
-isolation level) over plaintext, through the project's protocol codecs, so it works with any
-Kafka broker, and hands back the record-batch bytes undecoded: the caller decodes whole batches
-(see `spark_log.datasource.columnar`). It deliberately handles only the common case; every
-error code, redirect or protocol surprise raises `FetchUnavailable` so the caller can continue
-with a full Kafka client instead.
+isolation level) over plaintext, so it works with any Kafka broker, and hands back the
+record-batch bytes undecoded: the caller decodes whole batches (see
+`spark_log.datasource.columnar`). Requests are built by the project's protocol codecs; the Fetch
+response is read by hand, so the records stay a view of the received frame (no copies of
+megabytes per fetch). One fetch may be sent ahead while the previous answer is decoded
+(`send_fetch` / `receive`): the broker prepares the next answer meanwhile. It deliberately
+handles only the common case; every error code, redirect or protocol surprise raises
+`FetchUnavailable` so the caller can continue with a full Kafka client instead.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import socket
 import struct
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +27,10 @@ from spark_log.protocol.entity_build import build
 CLIENT_ID = "pylog-fetcher"
 METADATA_VERSION = 1
 FETCH_VERSION = 4
+MAX_FETCH_BYTES = 16 << 20
 _SIZE = struct.Struct(">i")
+_PARTITION_HEAD = struct.Struct(">ihqqi")  # index, error, high watermark, LSO, aborted count
+_I16 = struct.Struct(">h")
 
 
 class FetchUnavailable(Exception):
@@ -32,17 +39,18 @@ class FetchUnavailable(Exception):
 
 @dataclass(frozen=True)
 class FetchResult:
-    """One partition's answer. `records` holds whole and possibly one partial trailing batch."""
+    """One partition's answer. `records` holds whole and possibly one partial trailing batch
+    (a read-only view of the response frame)."""
 
-    records: bytes
+    records: memoryview
     high_watermark: int
     last_stable_offset: int
     has_aborted: bool
 
 
 class _Connection:
-    """One blocking socket to one broker; requests are sent one at a time (correlation ids
-    checked), so responses always match their request."""
+    """One blocking socket to one broker; responses come in request order and are matched to
+    their requests by correlation id."""
 
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
         try:
@@ -52,19 +60,38 @@ class _Connection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._correlation = 0
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
         spec = spec_for(api_key)
         assert spec is not None
         self._correlation += 1
         try:
             self.sock.sendall(encode_request(self._correlation, CLIENT_ID,
                                              build(spec.request_type(version), body)))
+        except OSError as e:
+            raise FetchUnavailable(f"request failed: {e}") from None
+        return self._correlation
+
+    def receive(self, correlation: int) -> memoryview:
+        """The next response frame (after its correlation id), which must answer
+        `correlation`."""
+        try:
             size = _SIZE.unpack(self._read(4))[0]
-            correlation, response = decode_response(memoryview(bytes(self._read(size))), api_key,
-                                                    version)
+            frame = memoryview(self._read(size)).toreadonly()
+        except OSError as e:
+            raise FetchUnavailable(f"request failed: {e}") from None
+        if size < 4 or _SIZE.unpack_from(frame)[0] != correlation:
+            raise FetchUnavailable("response out of order")
+        return frame[4:]
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        correlation = self.send(api_key, version, body)
+        try:
+            size = _SIZE.unpack(self._read(4))[0]
+            got, response = decode_response(memoryview(bytes(self._read(size))), api_key,
+                                            version)
         except (OSError, ValueError, KeyError) as e:
             raise FetchUnavailable(f"request failed: {e}") from None
-        if correlation != self._correlation:
+        if got != correlation:
             raise FetchUnavailable("response out of order")
         return response
 
@@ -98,6 +125,12 @@ class PartitionFetcher:
         self.isolation = 1 if read_committed else 0
         self.timeout_s = timeout_s
         self._conn = self._connect_to_leader(bootstrap)
+        self._pending: deque[int] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        """Fetches sent whose answers were not received yet."""
+        return len(self._pending)
 
     def _connect_to_leader(self, bootstrap: str) -> _Connection:
         first = bootstrap.split(",")[0]
@@ -126,22 +159,56 @@ class PartitionFetcher:
                         return int(p.leader_id)
         raise FetchUnavailable(f"no leader for {self.topic}-{self.partition}")
 
-    def fetch(self, offset: int, max_bytes: int = 4 << 20, max_wait_ms: int = 100) -> FetchResult:
-        response = self._conn.request(ApiKey.FETCH, FETCH_VERSION, {
+    def fetch(self, offset: int, max_bytes: int = MAX_FETCH_BYTES,
+              max_wait_ms: int = 100) -> FetchResult:
+        self.send_fetch(offset, max_bytes, max_wait_ms)
+        return self.receive()
+
+    def send_fetch(self, offset: int, max_bytes: int = MAX_FETCH_BYTES,
+                   max_wait_ms: int = 100) -> None:
+        """Ask for records from `offset`; `receive` returns the answers in order."""
+        self._pending.append(self._conn.send(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": -1, "max_wait": dt.timedelta(milliseconds=max_wait_ms),
             "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": self.isolation,
             "topics": [{"topic": self.topic, "partitions": [{
                 "partition": self.partition, "fetch_offset": offset,
-                "partition_max_bytes": max_bytes}]}]})
-        for topic in response.responses:
-            for p in topic.partitions:
-                if p.partition_index != self.partition:
-                    continue
-                if int(p.error_code) != 0:
-                    raise FetchUnavailable(f"fetch error {p.error_code!s}")
-                return FetchResult(bytes(p.records or b""), int(p.high_watermark),
-                                   int(p.last_stable_offset), bool(p.aborted_transactions))
-        raise FetchUnavailable("partition missing from the fetch response")
+                "partition_max_bytes": max_bytes}]}]}))
+
+    def receive(self) -> FetchResult:
+        """The answer to the oldest fetch sent."""
+        frame = self._conn.receive(self._pending.popleft())
+        try:
+            return read_fetch_response(frame, self.topic, self.partition)
+        except (struct.error, IndexError):
+            raise FetchUnavailable("malformed fetch response") from None
 
     def close(self) -> None:
         self._conn.close()
+
+
+def read_fetch_response(body: memoryview, topic: str, partition: int) -> FetchResult:
+    """The partition's part of a Fetch v4 response body (after the correlation id)."""
+    pos = 4  # throttle_time_ms
+    (topics,) = _SIZE.unpack_from(body, pos)
+    pos += 4
+    name = topic.encode()
+    for _ in range(topics):
+        (length,) = _I16.unpack_from(body, pos)
+        this_topic = body[pos + 2:pos + 2 + length] == name
+        pos += 2 + max(length, 0)
+        (count,) = _SIZE.unpack_from(body, pos)
+        pos += 4
+        for _ in range(count):
+            index, error, high, stable, aborted = _PARTITION_HEAD.unpack_from(body, pos)
+            pos += _PARTITION_HEAD.size + 16 * max(aborted, 0)
+            (size,) = _SIZE.unpack_from(body, pos)
+            pos += 4
+            records = body[pos:pos + max(size, 0)]
+            if len(records) != max(size, 0):
+                raise FetchUnavailable("malformed fetch response")
+            pos += max(size, 0)
+            if this_topic and index == partition:
+                if error != 0:
+                    raise FetchUnavailable(f"fetch error {error}")
+                return FetchResult(records, high, stable, aborted > 0)
+    raise FetchUnavailable("partition missing from the fetch response")

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
+EARLIEST_TS, LATEST_TS = -2, -1  # ListOffsets' timestamps for the log start and end
 READER_GROUP = "pylog-reader"  # librdkafka requires a group.id; readers never join or commit
 T = TypeVar("T")
 RETRY_BACKOFF_S = 0.2  # between attempts while a leader or coordinator moves
@@ -119,8 +120,9 @@ class Cluster:
         self.admin = None  # librdkafka handles close when collected
 
     # ---- metadata ------------------------------------------------------------------------
-    def topics(self) -> dict[str, list[int]]:
-        """Topic name -> sorted partition ids (internal topics left out)."""
+    def topics(self, names: Iterable[str] | None = None) -> dict[str, list[int]]:
+        """Topic name -> sorted partition ids (internal topics left out): of every topic, or at
+        least of those of `names` that exist."""
         meta = self._metadata()
         return {name: sorted(t.partitions) for name, t in meta.topics.items()
                 if not name.startswith("__") and t.error is None}
@@ -143,7 +145,9 @@ class Cluster:
     def partitions_for(self, sub: Subscription, *, must_exist: bool = True
                        ) -> list[TopicPartition]:
         """The partitions a subscription reads now, sorted."""
-        topics = self.topics()
+        topics = self.topics(None if sub.kind == "subscribePattern" else
+                             sub.topics if sub.kind == "subscribe" else
+                             {t for t, _ in sub.assignments})
         if sub.kind == "subscribe":
             missing = [t for t in sub.topics if t not in topics]
             if missing and must_exist:
@@ -162,30 +166,26 @@ class Cluster:
 
     # ---- offsets -------------------------------------------------------------------------
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        from confluent_kafka.admin import OffsetSpec
-
-        return self._list_offsets(tps, lambda tp: OffsetSpec.earliest())
+        return self._offsets({tp: EARLIEST_TS for tp in tps})
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        from confluent_kafka.admin import OffsetSpec
-
-        return self._list_offsets(tps, lambda tp: OffsetSpec.latest())
+        return self._offsets({tp: LATEST_TS for tp in tps})
 
     def for_times(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """First offset with timestamp >= the given one; -1 where no record qualifies."""
-        from confluent_kafka.admin import OffsetSpec
+        return self._offsets(dict(stamps))
 
-        return self._list_offsets(stamps, lambda tp: OffsetSpec.for_timestamp(stamps[tp]))
-
-    def _list_offsets(self, tps: Iterable[TopicPartition], spec: Callable[[TopicPartition], Any]
-                      ) -> dict[TopicPartition, int]:
+    def _offsets(self, stamps: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """ListOffsets for Kafka timestamps (-2 earliest, -1 latest, else milliseconds)."""
         from confluent_kafka import KafkaException
         from confluent_kafka import TopicPartition as KTP
+        from confluent_kafka.admin import OffsetSpec
 
-        tps = list(tps)
-        if not tps:
+        if not stamps:
             return {}
-        request = {KTP(t, p): spec((t, p)) for t, p in tps}
+        request = {KTP(t, p): (OffsetSpec.earliest() if ts == EARLIEST_TS else
+                               OffsetSpec.latest() if ts == LATEST_TS else
+                               OffsetSpec.for_timestamp(ts)) for (t, p), ts in stamps.items()}
 
         def attempt() -> dict[TopicPartition, int]:
             futures = self.admin.list_offsets(request, isolation_level=_isolation(
@@ -196,7 +196,7 @@ class Cluster:
             return self._while_moving(attempt)
         except KafkaException as e:
             raise PylogConnectionError(
-                f"Listing offsets of {_names(tps)} on {self.bootstrap} failed: "
+                f"Listing offsets of {_names(list(stamps))} on {self.bootstrap} failed: "
                 f"{e.args[0].str() if e.args else e}") from None
 
     def _while_moving(self, attempt: Callable[[], T]) -> T:

@@ -1,10 +1,10 @@
 """Record batches -> Arrow columns, vectorised: the fast read path's decoder.
 
-A v2 records section is a run of variable-length records whose field widths are varints, so
-only the record boundaries need a sequential scan (one short Python loop over length prefixes);
-every field after that is decoded for all records at once with numpy (varints of all records in
-at most ten vector steps), and keys and values are joined into Arrow binary buffers with one
-memcpy per record (cheaper than a numpy byte gather for values over a few bytes). Headers,
+A whole Fetch response is decoded at once, into one `Columns`. A v2 records section is a run of
+variable-length records whose field widths are varints, so only the record boundaries need a
+sequential step (`record_scan`); every field after that is decoded for all records of all
+batches at once with numpy (varints in at most ten vector steps), and keys and values are cut
+out of the response buffer by Arrow's filter kernel (no Python object per record). Headers,
 rare in practice, are decoded per record. Control batches are skipped; compressed batches are
 decompressed by `spark_log.records`. Malformed input raises `CorruptRecordError`, which makes
 the caller fall back to the full client.
@@ -17,11 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from spark_log.records import CorruptRecordError, iter_batches, peek_size
-from spark_log.records.batch_header import TIMESTAMP_TYPE_BIT
+from spark_log.records import HEADER_SIZE, CorruptRecordError, iter_batches, peek_size
+from spark_log.records.batch_header import COMPRESSION_MASK, CONTROL_BIT, TIMESTAMP_TYPE_BIT
 
-CONTROL_BIT = 0x20
+from .record_scan import record_starts
+
+Buffer = bytes | memoryview  # the records of a fetch: a view of the response frame
 _MAX_VARINT_BYTES = 10
+_INT32_LIMIT = 2**31 - 1
 
 
 @dataclass
@@ -39,26 +42,20 @@ class Columns:
         return len(self.offsets)
 
 
-def concat(pieces: list[tuple[Columns, int, int]]) -> Columns:
-    """Rows lo..hi of each piece, as one Columns (one Arrow batch per fetch, not per Kafka
-    batch: small producer batches would otherwise cost Spark one Arrow batch each)."""
-    if len(pieces) == 1:
-        cols, lo, hi = pieces[0]
-        if lo == 0 and hi == len(cols):
-            return cols
-    headers = None
-    if pieces[0][0].headers is not None:
-        headers = [h for cols, lo, hi in pieces for h in cols.headers[lo:hi]]
-    return Columns(
-        np.concatenate([c.offsets[lo:hi] for c, lo, hi in pieces]),
-        np.concatenate([c.timestamps[lo:hi] for c, lo, hi in pieces]),
-        np.concatenate([c.timestamp_types[lo:hi] for c, lo, hi in pieces]),
-        pa.concat_arrays([c.keys.slice(lo, hi - lo) for c, lo, hi in pieces]),
-        pa.concat_arrays([c.values.slice(lo, hi - lo) for c, lo, hi in pieces]),
-        headers)
+@dataclass
+class _Batch:
+    """A data batch's records section: data[lo:hi] of the buffer being decoded."""
+
+    lo: int
+    hi: int
+    count: int
+    base_offset: int
+    base_timestamp: int
+    append_time: int | None
+    decompressed: bytes | None = None
 
 
-def whole_batches_end(buf: bytes) -> int:
+def whole_batches_end(buf: Buffer) -> int:
     """Bytes of `buf` taken by whole batches (a fetch may end with a partial one)."""
     pos = 0
     while pos + 12 <= len(buf):
@@ -69,15 +66,16 @@ def whole_batches_end(buf: bytes) -> int:
     return pos
 
 
-def decode(buf: bytes, with_headers: bool) -> list[Columns]:
+def decode(buf: Buffer, with_headers: bool) -> Columns:
     """Columns of every data batch in `buf` (whole batches only)."""
     return decode_with_next(buf, with_headers)[0]
 
 
-def decode_with_next(buf: bytes, with_headers: bool) -> tuple[list[Columns], int | None]:
+def decode_with_next(buf: Buffer, with_headers: bool) -> tuple[Columns, int | None]:
     """Columns of every data batch in `buf`, and the offset after the last whole batch (control
-    batches included), None when `buf` holds no whole batch."""
-    out = []
+    batches included), None when `buf` holds no whole batch. The columns copy what they keep:
+    `buf` may be reused afterwards."""
+    batches: list[_Batch] = []
     next_offset = None
     for view in iter_batches(buf, 0, whole_batches_end(buf)):
         h = view.header
@@ -85,100 +83,48 @@ def decode_with_next(buf: bytes, with_headers: bool) -> tuple[list[Columns], int
         if h.attributes & CONTROL_BIT or h.records_count == 0:
             continue
         view.verify_crc()
-        data = view.records_section()
         append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_BIT else None
-        out.append(decode_records(data, h.records_count, h.base_offset, h.base_timestamp,
-                                  append_time, with_headers))
-    return out, next_offset
+        start = view.position + HEADER_SIZE
+        batch = _Batch(start, view.position + h.size, h.records_count, h.base_offset,
+                       h.base_timestamp, append_time)
+        if h.attributes & COMPRESSION_MASK:
+            batch.decompressed = view.records_section()
+        batches.append(batch)
+    data = _contiguous(buf, batches)
+    return _decode_records(data, batches, with_headers), next_offset
 
 
-def _record_starts(data: bytes, count: int) -> tuple[list[int], list[int]]:
-    """Start (after the length prefix) and length of each record: the sequential part, kept to
-    a few bytecodes per record (bounds are checked once, after the loop)."""
-    starts: list[int] = []
-    lengths: list[int] = []
-    add_start, add_length = starts.append, lengths.append
-    pos = 0
-    try:
-        for _ in range(count):
-            b = data[pos]
-            if b < 0x80:
-                raw = b
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                raw, pos = _long_varint(data, pos)
-            length = (raw >> 1) ^ -(raw & 1)
-            add_start(pos)
-            add_length(length)
-            pos += length
-    except IndexError:
-        raise CorruptRecordError("records section ends before its record count") from None
-    if pos != len(data) or (lengths and min(lengths) < 0):
-        raise CorruptRecordError("record lengths do not add up to the records section")
-    return starts, lengths
+def _contiguous(buf: Buffer, batches: list[_Batch]) -> Buffer:
+    """One buffer holding every records section: `buf` itself unless some were compressed
+    (then the sections are joined, and each batch's lo/hi moved to its place there)."""
+    if not any(b.decompressed is not None for b in batches):
+        return buf
+    view = memoryview(buf)
+    parts, pos = [], 0
+    for b in batches:
+        part = b.decompressed if b.decompressed is not None else view[b.lo:b.hi]
+        parts.append(part)
+        b.lo, b.hi = pos, pos + len(part)
+        pos = b.hi
+    return b"".join(parts)
 
 
-def _long_varint(data: bytes, pos: int) -> tuple[int, int]:
-    raw, shift = 0, 0
-    while True:
-        if shift > 63:
-            raise CorruptRecordError("bad record length varint")
-        b = data[pos]
-        raw |= (b & 0x7F) << shift
-        pos += 1
-        shift += 7
-        if b < 0x80:
-            return raw, pos
+def _empty(with_headers: bool) -> Columns:
+    none = np.zeros(0, np.int64)
+    return Columns(none, none, np.zeros(0, np.int32), pa.nulls(0, pa.binary()),
+                   pa.nulls(0, pa.binary()), [] if with_headers else None)
 
 
-def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints starting at every position of `pos`: (values int64, widths)."""
-    raw = np.zeros(len(pos), np.uint64)
-    width = np.zeros(len(pos), np.int64)
-    active = np.ones(len(pos), bool)
-    last = len(arr) - 1
-    for k in range(_MAX_VARINT_BYTES):
-        byte = arr[np.minimum(pos + k, last)].astype(np.uint64)
-        raw |= np.where(active, (byte & np.uint64(0x7F)) << np.uint64(7 * k), np.uint64(0))
-        width += active
-        active &= byte >= 0x80
-        if not active.any():
-            break
-    else:
-        raise CorruptRecordError("varint longer than ten bytes")
-    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return values, width
-
-
-def _gather(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """A binary array of data[starts[i]:starts[i]+lengths[i]]; negative length means null."""
-    n = len(starts)
-    valid = lengths >= 0
-    sizes = np.where(valid, lengths, 0)
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    if offsets[-1]:
-        begin = starts.tolist()
-        end = (starts + sizes).tolist()
-        joined = b"".join(map(data.__getitem__, map(slice, begin, end)))
-    else:
-        joined = b""  # all null or empty (keyless records)
-    nulls = int(n - valid.sum())
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets),
-                                                 pa.py_buffer(joined)], null_count=nulls)
-
-
-def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
-                   append_time: int | None, with_headers: bool) -> Columns:
+def _decode_records(data: Buffer, batches: list[_Batch], with_headers: bool) -> Columns:
+    if not batches:
+        return _empty(with_headers)
     arr = np.frombuffer(data, np.uint8)
-    starts_l, lengths_l = _record_starts(data, count)
-    starts = np.array(starts_l, np.int64)
-    ends = starts + np.array(lengths_l, np.int64)
-    pos = starts + 1  # attributes
+    starts = np.concatenate([record_starts(data, arr, b.lo, b.hi, b.count) for b in batches])
+    counts = np.array([b.count for b in batches], np.int64)
+    length, w = _varints(arr, starts)
+    begin = starts + w
+    ends = begin + length
+    pos = begin + 1  # attributes
     ts_delta, w = _varints(arr, pos)
     pos = pos + w
     off_delta, w = _varints(arr, pos)
@@ -196,21 +142,97 @@ def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: in
     with_any = header_count != 0
     if (pos[~with_any] != ends[~with_any]).any():
         raise CorruptRecordError("record does not end where its length says")
+    n = len(starts)
     headers = None
     if with_headers or with_any.any():
-        headers = _headers(data, pos, ends, header_count) if with_any.any() else [[]] * count
-    if append_time is not None:
-        stamps = np.full(count, append_time, np.int64)
-        types = np.ones(count, np.int32)
+        headers = _headers(data, pos, ends, header_count) if with_any.any() else [[]] * n
+    offsets = np.repeat(np.array([b.base_offset for b in batches], np.int64), counts) + off_delta
+    append = np.array([b.append_time is not None for b in batches])
+    if append.all():
+        stamps = np.repeat(np.array([b.append_time for b in batches], np.int64), counts)
     else:
-        stamps = base_timestamp + ts_delta
-        types = np.zeros(count, np.int32)
-    return Columns(base_offset + off_delta, stamps, types,
-                   _gather(data, key_start, key_len), _gather(data, value_start, value_len),
-                   headers if with_headers else None)
+        base = np.array([b.append_time if b.append_time is not None else b.base_timestamp
+                         for b in batches], np.int64)
+        stamps = np.repeat(base, counts) + np.where(np.repeat(append, counts), 0, ts_delta)
+    types = np.repeat(append.astype(np.int32), counts)
+    return Columns(offsets, stamps, types, _gather(data, key_start, key_len),
+                   _gather(data, value_start, value_len), headers if with_headers else None)
 
 
-def _headers(data: bytes, pos: np.ndarray, ends: np.ndarray, counts: np.ndarray
+def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Zigzag varints starting at every position of `pos`: (values int64, widths).
+
+    Up to eight bytes (56 bits: every length and offset delta) in int64 arithmetic, one vector
+    step per byte of the widest; wider ones (huge timestamp deltas) take the uint64 path."""
+    if not len(pos):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    last = len(arr) - 1
+    clip = int(pos.max()) + _MAX_VARINT_BYTES > len(arr)  # near the end: stay in bounds
+    byte = arr[np.minimum(pos, last) if clip else pos]
+    more = byte >= 0x80
+    raw = (byte & 0x7F).astype(np.int64)
+    width = np.ones(len(pos), np.int64)
+    for k in range(1, 8):
+        if not more.any():
+            return (raw >> 1) ^ -(raw & 1), width
+        at = pos + k
+        byte = arr[np.minimum(at, last) if clip else at]
+        raw |= np.where(more, (byte & 0x7F).astype(np.int64) << (7 * k), 0)
+        width += more
+        more &= byte >= 0x80
+    if not more.any():
+        return (raw >> 1) ^ -(raw & 1), width
+    return _wide_varints(arr, pos)
+
+
+def _wide_varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    last = len(arr) - 1
+    raw = np.zeros(len(pos), np.uint64)
+    width = np.zeros(len(pos), np.int64)
+    active = np.ones(len(pos), bool)
+    for k in range(_MAX_VARINT_BYTES):
+        wide = arr[np.minimum(pos + k, last)].astype(np.uint64)
+        raw |= np.where(active, (wide & np.uint64(0x7F)) << np.uint64(7 * k), np.uint64(0))
+        width += active
+        active &= wide >= 0x80
+        if not active.any():
+            break
+    else:
+        raise CorruptRecordError("varint longer than ten bytes")
+    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
+    return values, width
+
+
+def _gather(data: Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A binary array of data[starts[i]:starts[i]+lengths[i]]; negative length means null.
+
+    The spans are laid out as every other element of one binary array over `data` (the gaps
+    between them the others; starts ascend), and Arrow's filter copies out the even ones."""
+    n = len(starts)
+    valid = lengths >= 0
+    nulls = int(n - valid.sum())
+    if nulls == n:
+        return pa.nulls(n, pa.binary())
+    ends = starts + np.where(valid, lengths, 0)
+    large = int(ends[-1]) > _INT32_LIMIT
+    bounds = np.empty(2 * n + 1, np.int64 if large else np.int32)
+    bounds[0:2 * n:2] = starts
+    bounds[1:2 * n:2] = ends
+    bounds[2 * n] = ends[-1]
+    spans = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), 2 * n,
+                                  [None, pa.py_buffer(bounds), pa.py_buffer(data)])
+    every_other = np.zeros(2 * n, bool)
+    every_other[0::2] = True
+    out = spans.filter(pa.array(every_other))
+    if large:
+        out = out.cast(pa.binary())
+    if not nulls:
+        return out
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary(), n, [bitmap, *out.buffers()[1:]], null_count=nulls)
+
+
+def _headers(data: Buffer, pos: np.ndarray, ends: np.ndarray, counts: np.ndarray
              ) -> list[list[tuple[str, bytes | None]]]:
     from spark_log.records.varint import read_varint
 
@@ -221,10 +243,10 @@ def _headers(data: bytes, pos: np.ndarray, ends: np.ndarray, counts: np.ndarray
             klen, p = read_varint(data, p)
             if klen < 0 or p + klen > end:
                 raise CorruptRecordError("bad header key")
-            key = data[p:p + klen].decode("utf-8", "replace")
+            key = bytes(data[p:p + klen]).decode("utf-8", "replace")
             p += klen
             vlen, p = read_varint(data, p)
-            value = None if vlen < 0 else data[p:p + vlen]
+            value = None if vlen < 0 else bytes(data[p:p + vlen])
             p += max(vlen, 0)
             items.append((key, value))
         if p != end:

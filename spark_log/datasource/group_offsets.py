@@ -34,6 +34,7 @@ class GroupCommitter:
         self._pending: dict[TopicPartition, int] | None = None
         self._cond = threading.Condition()
         self._busy = False
+        self._sending: dict[TopicPartition, int] | None = None
         self._closed = False
         self._thread: threading.Thread | None = None
         self.committed: dict[TopicPartition, int] = {}
@@ -41,7 +42,10 @@ class GroupCommitter:
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         with self._cond:
-            if dict(offsets) == self.committed and self._pending is None:
+            # A batch's end comes twice (latestOffset(start) of the next batch, then Spark's
+            # commit(end) of it): the second time it is usually still being committed.
+            newest = self._pending or self._sending or self.committed
+            if dict(offsets) == newest:
                 return
             self._pending = dict(offsets)
             if self._thread is None:
@@ -59,6 +63,7 @@ class GroupCommitter:
 
     def _run(self) -> None:
         from .client import Cluster
+        from .wire_cluster import open_cluster
 
         cluster: Cluster | None = None
         while True:
@@ -67,9 +72,10 @@ class GroupCommitter:
                 if self._pending is None:
                     return
                 offsets, self._pending, self._busy = self._pending, None, True
+                self._sending = offsets
             try:
                 if cluster is None:
-                    cluster = Cluster(self.bootstrap, self.kafka_conf, self.timeout_ms)
+                    cluster = open_cluster(self.bootstrap, self.kafka_conf, self.timeout_ms)
                 cluster.commit(self.group, offsets)
                 self.committed = offsets
                 self.last_error = None
@@ -81,4 +87,5 @@ class GroupCommitter:
             finally:
                 with self._cond:
                     self._busy = False
+                    self._sending = None
                     self._cond.notify_all()

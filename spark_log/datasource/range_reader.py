@@ -1,9 +1,9 @@
 """Executor side of a read: one offset range of one partition -> Arrow record batches.
 
 `RangePartition` is what the driver ships to a task: the range, the resolved cluster address,
-the client settings and how to react to data loss. `read_range` first takes the direct path:
-raw Fetch requests to the partition leader (`spark_log.client.fetcher`) decoded a whole batch
-at a time by `columnar` (several times faster than per-message objects). Whenever that path
+the client settings and how to react to data loss. `read_range` first takes the direct path
+(`direct_read`): raw Fetch requests to the partition leader decoded a whole response at a time
+by `columnar` (several times faster than per-message objects). Whenever that path
 meets anything but plain data (an error code, aborted transactions, TLS/SASL settings, a
 corrupt batch) it hands over, at the offset reached, to a confluent-kafka consumer, which
 consumes up to (not including) the range end in large chunks, asking for no more messages
@@ -68,8 +68,10 @@ def read_range(p: RangePartition, builder: Any) -> Iterator[Any]:
     if p.end <= p.start:
         return
     if p.direct_fetch and _plaintext(p.kafka_conf):
+        from .direct_read import read_direct
+
         reached = [p.start]
-        yield from _read_direct(p, builder, reached)
+        yield from read_direct(p, builder, reached)
         if reached[0] >= p.end:
             return
         p = replace(p, start=reached[0])
@@ -80,59 +82,6 @@ def _plaintext(conf: Mapping[str, str]) -> bool:
     protocol = str(conf.get("security.protocol", "plaintext")).lower()
     return protocol == "plaintext" and not any(k.startswith(("sasl.", "ssl."))
                                                 for k in conf)
-
-
-def _read_direct(p: RangePartition, builder: Any, reached: list[int]) -> Iterator[Any]:
-    """The fast path; stops quietly (reached[0] = next offset to read) when it cannot go on."""
-    from spark_log.client.fetcher import FetchUnavailable, PartitionFetcher
-    from spark_log.records import CorruptRecordError
-
-    from .columnar import concat, decode_with_next
-
-    read_committed = str(p.kafka_conf.get("isolation.level", "read_committed")
-                         ).lower() != "read_uncommitted"
-    try:
-        fetcher = PartitionFetcher(p.bootstrap, p.topic, p.partition,
-                                   read_committed=read_committed)
-    except FetchUnavailable as e:
-        log.debug("direct fetch of %s-%d unavailable: %s", p.topic, p.partition, e)
-        return
-    try:
-        while reached[0] < p.end:
-            result = fetcher.fetch(reached[0])
-            if result.has_aborted:
-                log.debug("direct fetch of %s-%d: aborted transactions at %d", p.topic,
-                          p.partition, reached[0])
-                return
-            columns, next_offset = decode_with_next(result.records, builder.include_headers)
-            if next_offset is None or next_offset <= reached[0]:
-                log.debug("direct fetch of %s-%d: no batch at %d (%d bytes)", p.topic,
-                          p.partition, reached[0], len(result.records))
-                return  # nothing more to read here now: the consumer path waits or reports
-            pieces = []
-            for cols in columns:
-                lo, hi = _index_range(cols.offsets, reached[0], p.end)
-                if hi <= lo:
-                    continue
-                if reached[0] == p.start and cols.offsets[lo] != p.start:
-                    return  # a gap at the very start: the consumer path judges data loss
-                pieces.append((cols, lo, hi))
-                reached[0] = int(cols.offsets[hi - 1]) + 1
-            if pieces:
-                merged = concat(pieces)
-                yield builder.build_columns(p.topic, p.partition, merged, 0, len(merged))
-            reached[0] = max(reached[0], min(next_offset, p.end))
-    except (FetchUnavailable, CorruptRecordError) as e:
-        log.debug("direct fetch of %s-%d stops at %d: %s", p.topic, p.partition, reached[0], e)
-    finally:
-        fetcher.close()
-
-
-def _index_range(offsets: Any, start: int, end: int) -> tuple[int, int]:
-    import numpy as np
-
-    return (int(np.searchsorted(offsets, start, "left")),
-            int(np.searchsorted(offsets, end, "left")))
 
 
 def _read_with_consumer(p: RangePartition, builder: Any) -> Iterator[Any]:

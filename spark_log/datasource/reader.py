@@ -20,6 +20,7 @@ from .options import SourceOptions
 from .planner import OffsetRange, split_ranges
 from .range_reader import RangePartition, data_loss, read_range
 from .resolve import resolve
+from .wire_cluster import open_cluster
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def make_builder(opts: SourceOptions, schema: Any) -> BatchBuilder:
 
 def plan_batch(opts: SourceOptions, bootstrap: str, bounds: Bounds) -> list[OffsetRange]:
     """The offset ranges a batch query reads, one per partition (before splitting)."""
-    cluster = Cluster(bootstrap, opts.client.kafka_conf, opts.client.timeout_ms)
+    cluster = open_cluster(bootstrap, opts.client.kafka_conf, opts.client.timeout_ms)
     try:
         tps = [tp for tp in cluster.partitions_for(opts.subscription) if bounds.keeps(*tp)]
         starts = resolve(cluster, opts.starting, tps, is_start=True, option="startingOffsets",

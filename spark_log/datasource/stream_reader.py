@@ -38,6 +38,7 @@ from .planner import OffsetRange, admit, should_wait, split_ranges, total_backlo
 from .range_reader import RangePartition, data_loss, read_range
 from .reader import default_group, make_builder
 from .resolve import resolve
+from .wire_cluster import open_cluster
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def cluster(self) -> Cluster:
         if self._cluster is None:
-            self._cluster = Cluster(self.bootstrap, self.opts.client.kafka_conf,
-                                    self.opts.client.timeout_ms)
+            self._cluster = open_cluster(self.bootstrap, self.opts.client.kafka_conf,
+                                         self.opts.client.timeout_ms)
         return self._cluster
 
     # ---- offsets -------------------------------------------------------------------------
