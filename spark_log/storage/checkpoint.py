@@ -42,17 +42,21 @@ class CheckpointFile:
         self.path = path
         self.fs = fs
 
-    def write_lines(self, lines: Sequence[str]) -> None:
+    def write_lines(self, lines: Sequence[str], *, sync: bool = True) -> None:
+        """Replace the file atomically (a temporary file renamed over it); `sync=False` skips
+        both fsyncs, for content that is derived again at every start anyway."""
         body = "".join(f"{line}\n" for line in (str(VERSION), str(len(lines)), *lines))
         tmp = self.path + ".tmp"
         fd = self.fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             self.fs.write_fully(fd, [body.encode()], 0)
-            self.fs.fsync(fd)
+            if sync:
+                self.fs.fsync(fd)
         finally:
             self.fs.close(fd)
         self.fs.rename(tmp, self.path)
-        self.fs.fsync_dir(os.path.dirname(self.path) or ".")
+        if sync:
+            self.fs.fsync_dir(os.path.dirname(self.path) or ".")
 
     def read_lines(self, parse: Callable[[list[str]], T], fields: int) -> list[T]:
         """Entries parsed by `parse` from each line's whitespace-split fields; [] if no file.

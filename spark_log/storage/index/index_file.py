@@ -160,11 +160,13 @@ class IndexFile:
     def reset(self) -> None:
         """Drop every entry (before a rebuild). Nothing of the file is read."""
         self._unmap()
-        with self._file() as fd:
-            self.fs.truncate(fd, 0)
-        self._loaded, self._length, self._entries = True, 0, 0
+        self._loaded, self._entries = True, 0
         self._buf = bytearray() if self._writable else None
-        self.resize(self.max_index_size if self._writable else 0)
+        self._length = self._whole(self.max_index_size) if self._writable else 0
+        with self._file() as fd:  # emptied, then grown again (sparse) if writable
+            self.fs.truncate(fd, 0)
+            if self._length:
+                self.fs.truncate(fd, self._length)
         self._reset_cache()
 
     def _truncate_entries(self, count: int) -> None:

@@ -101,12 +101,15 @@ class LeaderEpochCache:
         floor = [e for e in self._entries if e.epoch <= epoch]
         return (floor[-1].epoch if floor else epoch), higher.start_offset
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after `end_offset` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, sync: bool = True) -> None:
+        """Drop entries starting at or after `end_offset` (the log was truncated there).
+        `sync=False` when the log's recovery does it, as Kafka's truncateFromEndAsyncFlush: each
+        start after a crash truncates again, so a write lost with the page cache costs nothing
+        (and a torn file is rebuilt from the log)."""
         kept = [e for e in self._entries if e.start_offset < end_offset]
         if len(kept) != len(self._entries):
             self._entries = kept
-            self._write()
+            self._write(sync=sync)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop entries wholly below a new log start offset; the last of them is moved up to
@@ -134,8 +137,8 @@ class LeaderEpochCache:
         self._write()
         self.problem = None
 
-    def _write(self) -> None:
-        self._file.write_lines([f"{e.epoch} {e.start_offset}" for e in self._entries])
+    def _write(self, *, sync: bool = True) -> None:
+        self._file.write_lines([f"{e.epoch} {e.start_offset}" for e in self._entries], sync=sync)
 
 
 def _check_increasing(path: str, entries: list[EpochEntry]) -> None:

@@ -4,6 +4,7 @@ import logging
 
 import pytest
 
+from spark_log.storage.filesystem import FileSystem
 from spark_log.storage.log.leader_epoch import EpochEntry, LeaderEpochCache
 
 
@@ -99,3 +100,28 @@ def test_a_partition_rebuilds_a_damaged_checkpoint_from_its_batches(tmp_path, ca
     assert reopened.leader_epoch_cache.entries == expected
     assert LeaderEpochCache(str(checkpoint)).entries == expected  # written back
     assert "rebuilding it from the log" in caplog.text
+
+
+def test_truncation_by_recovery_is_written_without_fsync(tmp_path) -> None:  # type: ignore
+    # Each start after a crash truncates again, so it need not wait for the disk (Kafka's
+    # truncateFromEndAsyncFlush); assignments still do.
+    class SyncCounting(FileSystem):
+        syncs = 0
+
+        def fsync(self, fd: int) -> None:
+            self.syncs += 1
+            super().fsync(fd)
+
+        def fsync_dir(self, path: str) -> None:
+            self.syncs += 1
+            super().fsync_dir(path)
+
+    fs = SyncCounting()
+    path = str(tmp_path / "leader-epoch-checkpoint")
+    cache = LeaderEpochCache(path, fs)
+    cache.assign(3, 0)
+    cache.assign(4, 20)
+    synced = fs.syncs
+    assert synced > 0
+    cache.truncate_from_end(20, sync=False)
+    assert fs.syncs == synced and LeaderEpochCache(path).entries == [EpochEntry(3, 0)]
