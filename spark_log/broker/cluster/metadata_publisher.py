@@ -84,8 +84,12 @@ class MetadataPublisher:
             if image.topic(topic) is not None:
                 self.logs.update_config(topic, self.config_for(image, topic))
         hosted = {**changes.followers, **changes.leaders}
+        configs: dict[str, LogConfig] = {}  # built once per topic, and only for new logs
         for (topic, partition), info in sorted(hosted.items()):
-            self.logs.get_or_create(topic, partition, self.config_for(image, topic))
+            if self.logs.get(topic, partition) is None:
+                if topic not in configs:
+                    configs[topic] = self.config_for(image, topic)
+                self.logs.get_or_create(topic, partition, configs[topic])
             self.leadership.update_partition(topic, partition, info.partition)
         for (topic, partition) in sorted({*changes.followers, *changes.deletes}):
             for resigned in self.on_resigned:
