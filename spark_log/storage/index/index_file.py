@@ -163,10 +163,11 @@ class IndexFile:
         self._loaded, self._entries = True, 0
         self._buf = bytearray() if self._writable else None
         self._length = self._whole(self.max_index_size) if self._writable else 0
-        with self._file() as fd:  # emptied, then grown again (sparse) if writable
-            self.fs.truncate(fd, 0)
-            if self._length:
-                self.fs.truncate(fd, self._length)
+        with self._file() as fd:
+            # A writable index keeps its entry count in memory, so stale bytes past it are never
+            # read: it is only sized, not emptied (emptying a crashed, preallocated index costs
+            # the file system a journal commit).
+            self.fs.truncate(fd, self._length)
         self._reset_cache()
 
     def _truncate_entries(self, count: int) -> None:
