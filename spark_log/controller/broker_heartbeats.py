@@ -71,6 +71,13 @@ class BrokerHeartbeats:
         if fenced:
             contact.controlled_shutdown_offset = -1
 
+    def extend_sessions(self, now_ms: int) -> None:
+        """The controller could not listen until `now_ms` (its loop was held): every session
+        lasts at least half a session more, for the heartbeats that waited to be heard."""
+        floor = now_ms - self.session_timeout_ms // 2
+        for contact in self.contacts.values():
+            contact.last_contact_ms = max(contact.last_contact_ms, floor)
+
     def start_controlled_shutdown(self, broker_id: int, offset: int) -> None:
         """The broker's controlled shutdown completes at `offset` (kept if already set)."""
         contact = self.contacts.get(broker_id)
