@@ -58,6 +58,14 @@ class CheckpointFile:
         if sync:
             self.fs.fsync_dir(os.path.dirname(self.path) or ".")
 
+    def sync(self) -> None:
+        """fsync the file as it is (one written with `sync=False`); not its directory."""
+        fd = self.fs.open(self.path, os.O_RDONLY)
+        try:
+            self.fs.fsync(fd)
+        finally:
+            self.fs.close(fd)
+
     def read_lines(self, parse: Callable[[list[str]], T], fields: int) -> list[T]:
         """Entries parsed by `parse` from each line's whitespace-split fields; [] if no file.
 

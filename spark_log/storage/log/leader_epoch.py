@@ -3,13 +3,17 @@
 Kafka's LeaderEpochFileCache, persisted in the partition's `leader-epoch-checkpoint`
 (`epoch start_offset` lines). Appends stamped with a new epoch add an entry; truncation and log
 start offset moves trim it. Replication (OffsetForLeaderEpoch) uses `end_offset_for`; ListOffsets
-uses `epoch_for_offset` and `latest_epoch`.
+uses `epoch_for_offset` and `latest_epoch`. `EpochSyncs` makes the files of many partitions
+durable together, their fsyncs issued in parallel (a broker taking the leadership of thousands
+of partitions at once).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -60,8 +64,9 @@ class LeaderEpochCache:
     def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, syncs: EpochSyncs | None = None) -> bool:
         """Record that `epoch` starts at `start_offset` if that is news; True if it changed.
+        With `syncs`, the file is durable only once `syncs.run()` has returned.
 
         A new entry removes any entries that conflict with it (epoch or start offset not below
         it), as Kafka does when a new leader's epoch supersedes divergent history.
@@ -77,7 +82,9 @@ class LeaderEpochCache:
             log.warning("New epoch entry %s caused truncation of conflicting entries %s",
                         (epoch, start_offset), removed)
         self._entries = [*kept, EpochEntry(epoch, start_offset)]
-        self._write()
+        self._write(sync=syncs is None)
+        if syncs is not None:
+            syncs.owed.append(self._file)
         return True
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -139,6 +146,30 @@ class LeaderEpochCache:
 
     def _write(self, *, sync: bool = True) -> None:
         self._file.write_lines([f"{e.epoch} {e.start_offset}" for e in self._entries], sync=sync)
+
+
+class EpochSyncs:
+    """Checkpoint files written without fsync whose fsyncs are owed. Invariant: after `run()`
+    every file listed, and its directory, is durable, as if each write had synced itself."""
+
+    WORKERS = 16  # concurrent fsyncs share the file system's journal commits
+
+    def __init__(self, fs: FileSystem = DEFAULT_FS) -> None:
+        self.fs = fs
+        self.owed: list[CheckpointFile] = []
+
+    def run(self) -> None:
+        owed, self.owed = self.owed, []
+        if not owed:
+            return
+        dirs = sorted({os.path.dirname(f.path) or "." for f in owed})
+        if len(owed) == 1:
+            owed[0].sync()
+            self.fs.fsync_dir(dirs[0])
+            return
+        with ThreadPoolExecutor(min(self.WORKERS, len(owed))) as pool:
+            list(pool.map(CheckpointFile.sync, owed))  # the first failure raises here
+            list(pool.map(self.fs.fsync_dir, dirs))
 
 
 def _check_increasing(path: str, entries: list[EpochEntry]) -> None:

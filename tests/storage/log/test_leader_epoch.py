@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
 from spark_log.storage.filesystem import FileSystem
-from spark_log.storage.log.leader_epoch import EpochEntry, LeaderEpochCache
+from spark_log.storage.log.leader_epoch import EpochEntry, EpochSyncs, LeaderEpochCache
 
 
 @pytest.fixture
@@ -125,3 +126,28 @@ def test_truncation_by_recovery_is_written_without_fsync(tmp_path) -> None:  # t
     assert synced > 0
     cache.truncate_from_end(20, sync=False)
     assert fs.syncs == synced and LeaderEpochCache(path).entries == [EpochEntry(3, 0)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_assignments_made_durable_together(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    class Recording(FileSystem):
+        def __init__(self) -> None:
+            self.synced: list[str] = []
+
+        def fsync(self, fd: int) -> None:  # files and directories alike
+            self.synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            super().fsync(fd)
+
+    fs = Recording()
+    syncs = EpochSyncs(fs)
+    paths = []
+    for p in range(3):
+        (tmp_path / f"t-{p}").mkdir()
+        paths.append(str(tmp_path / f"t-{p}" / "leader-epoch-checkpoint"))
+        assert LeaderEpochCache(paths[-1], fs).assign(5, 10, syncs)
+    assert fs.synced == []  # written, not yet durable
+    syncs.run()
+    assert sorted(fs.synced) == sorted([*paths, *(os.path.dirname(p) for p in paths)])
+    assert [LeaderEpochCache(p).entries for p in paths] == [[EpochEntry(5, 10)]] * 3
+    syncs.run()  # nothing owed any more
+    assert len(fs.synced) == 6
