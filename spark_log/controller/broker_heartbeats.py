@@ -71,6 +71,12 @@ class BrokerHeartbeats:
         if fenced:
             contact.controlled_shutdown_offset = -1
 
+    def answered(self, broker_id: int, now_ms: int) -> None:
+        """The broker's heartbeat was answered at `now_ms`: it was waiting until then."""
+        contact = self.contacts.get(broker_id)
+        if contact is not None:
+            contact.last_contact_ms = max(contact.last_contact_ms, now_ms)
+
     def extend_sessions(self, now_ms: int) -> None:
         """The controller could not listen until `now_ms` (its loop was held): every session
         lasts at least half a session more, for the heartbeats that waited to be heard."""

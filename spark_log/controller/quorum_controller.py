@@ -50,6 +50,8 @@ __all__ = ["QuorumController"]
 
 log = logging.getLogger(__name__)
 
+BROKER_HEARTBEAT = 63  # BrokerHeartbeat's API key
+
 DEFAULT_TIMINGS = ControllerTimings()
 BOOTSTRAP_RECORDS: tuple[MetadataRecord, ...] = tuple(bootstrap_records())
 
@@ -136,6 +138,11 @@ class QuorumController:
         self._timers.sessions_changed()
         if offset is not None and not await self._until_committed(offset, term):
             return not_controller_response(request)
+        if request.__api_key__ == BROKER_HEARTBEAT and self.active:
+            # The broker waited for this answer, perhaps behind a long apply sharing this
+            # event loop: its session runs from now, or it could expire before its next beat.
+            self._heartbeats.answered(request.broker_id, self._clock_ms())
+            self._timers.sessions_changed()
         return result.response
 
     def _decision_input(self) -> DecisionInput:
