@@ -136,12 +136,20 @@ class QuorumController:
         if result.records and offset is None:
             return not_controller_response(request)
         self._timers.sessions_changed()
-        if offset is not None and not await self._until_committed(offset, term):
+        if offset is None:
+            return result.response
+        # A broker waiting for its heartbeat's answer (perhaps behind a long apply sharing this
+        # event loop) is alive: its session cannot expire meanwhile, and runs from the answer.
+        beat = request.broker_id if request.__api_key__ == BROKER_HEARTBEAT else None
+        self._heartbeats.waiting(beat, +1)
+        try:
+            committed = await self._until_committed(offset, term)
+        finally:
+            self._heartbeats.waiting(beat, -1)
+        if not committed:
             return not_controller_response(request)
-        if request.__api_key__ == BROKER_HEARTBEAT and self.active:
-            # The broker waited for this answer, perhaps behind a long apply sharing this
-            # event loop: its session runs from now, or it could expire before its next beat.
-            self._heartbeats.answered(request.broker_id, self._clock_ms())
+        if beat is not None and self.active:
+            self._heartbeats.answered(beat, self._clock_ms())
             self._timers.sessions_changed()
         return result.response
 

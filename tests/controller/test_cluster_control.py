@@ -341,3 +341,8 @@ def test_a_session_runs_from_the_answer_to_a_heartbeat_and_outlasts_a_held_loop(
     heartbeats.extend_sessions(100_000)  # the loop was held until then
     assert heartbeats.has_valid_session(image, 1, 100_000 + TIMEOUT // 2)
     assert heartbeats.stale_broker(image, 100_001 + TIMEOUT // 2) == 1
+    heartbeats.waiting(1, +1)  # a heartbeat awaits its answer: the broker is alive
+    assert heartbeats.stale_broker(image, 10**9) is None
+    assert heartbeats.has_valid_session(image, 1, 10**9)
+    heartbeats.waiting(1, -1)
+    assert heartbeats.stale_broker(image, 10**9) == 1
