@@ -82,9 +82,11 @@ class LeaderEpochCache:
             log.warning("New epoch entry %s caused truncation of conflicting entries %s",
                         (epoch, start_offset), removed)
         self._entries = [*kept, EpochEntry(epoch, start_offset)]
-        self._write(sync=syncs is None)
-        if syncs is not None:
-            syncs.owed.append(self._file)
+        if syncs is None:
+            self._write()
+        else:
+            self._file.stage(self._lines())
+            syncs.owed[self._file.path] = self._file
         return True
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -144,31 +146,34 @@ class LeaderEpochCache:
         self._write()
         self.problem = None
 
+    def _lines(self) -> list[str]:
+        return [f"{e.epoch} {e.start_offset}" for e in self._entries]
+
     def _write(self, *, sync: bool = True) -> None:
-        self._file.write_lines([f"{e.epoch} {e.start_offset}" for e in self._entries], sync=sync)
+        self._file.write_lines(self._lines(), sync=sync)
 
 
 class EpochSyncs:
-    """Checkpoint files written without fsync whose fsyncs are owed. Invariant: after `run()`
-    every file listed, and its directory, is durable, as if each write had synced itself."""
+    """Checkpoint files staged (written beside the file, not yet synced nor renamed) whose
+    replacement is owed. Invariant: after `run()` each has replaced its file durably, as if
+    each write had synced itself: the staged files are fsynced, renamed, then their
+    directories fsynced, the fsyncs issued in parallel."""
 
     WORKERS = 16  # concurrent fsyncs share the file system's journal commits
 
     def __init__(self, fs: FileSystem = DEFAULT_FS) -> None:
         self.fs = fs
-        self.owed: list[CheckpointFile] = []
+        self.owed: dict[str, CheckpointFile] = {}  # by path: the last staging wins
 
     def run(self) -> None:
-        owed, self.owed = self.owed, []
+        owed, self.owed = list(self.owed.values()), {}
         if not owed:
             return
         dirs = sorted({os.path.dirname(f.path) or "." for f in owed})
-        if len(owed) == 1:
-            owed[0].sync()
-            self.fs.fsync_dir(dirs[0])
-            return
         with ThreadPoolExecutor(min(self.WORKERS, len(owed))) as pool:
-            list(pool.map(CheckpointFile.sync, owed))  # the first failure raises here
+            list(pool.map(CheckpointFile.sync_staged, owed))  # the first failure raises here
+            for file in owed:
+                file.publish_staged()
             list(pool.map(self.fs.fsync_dir, dirs))
 
 

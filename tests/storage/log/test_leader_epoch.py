@@ -145,9 +145,11 @@ def test_assignments_made_durable_together(tmp_path) -> None:  # type: ignore[no
         (tmp_path / f"t-{p}").mkdir()
         paths.append(str(tmp_path / f"t-{p}" / "leader-epoch-checkpoint"))
         assert LeaderEpochCache(paths[-1], fs).assign(5, 10, syncs)
-    assert fs.synced == []  # written, not yet durable
+    assert fs.synced == []  # staged, not yet durable
+    assert [LeaderEpochCache(p).entries for p in paths] == [[]] * 3  # nor renamed
     syncs.run()
-    assert sorted(fs.synced) == sorted([*paths, *(os.path.dirname(p) for p in paths)])
+    assert sorted(fs.synced) == sorted([*(p + ".tmp" for p in paths),
+                                        *(os.path.dirname(p) for p in paths)])
     assert [LeaderEpochCache(p).entries for p in paths] == [[EpochEntry(5, 10)]] * 3
     syncs.run()  # nothing owed any more
     assert len(fs.synced) == 6
