@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import resource
 import sys
 
 from spark_log.broker.broker_config import BrokerConfig
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m spark_log.broker"
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT, stream=sys.stderr)
+    raise_open_files_limit()
     try:
         config = config_from_arguments(args)
     except ConfigError as e:
@@ -44,6 +46,18 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, StorageError) as e:
         logging.getLogger("spark_log.broker").error("cannot start the broker: %s", e)
         return 1
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit on open files to the hard one, as the JVM does for Kafka: each
+    partition holds its active segment's .log open, and each client connection a socket."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as e:
+            logging.getLogger("spark_log.broker").warning(
+                "open files limit stays at %d: %s", soft, e)
 
 
 def check_storage(config: BrokerConfig) -> None:

@@ -26,6 +26,7 @@ class BrokerContact:
     last_contact_ms: int
     metadata_offset: int = -1
     controlled_shutdown_offset: int = -1
+    answers_owed: int = 0  # heartbeats received and not yet answered
 
     @property
     def shutting_down(self) -> bool:
@@ -36,10 +37,10 @@ class BrokerHeartbeats:
     """Broker sessions, owned by the active controller's driver.
 
     Invariants: a broker has a session while it is registered and unfenced and it was heard
-    from within `session_timeout_ms`; a fenced broker is never shutting down (fencing clears the
-    controlled-shutdown offset); `contacts` holds only brokers that registered or heartbeated
-    since `activate`, and loses a broker when it registers anew or unregisters. Times are
-    milliseconds of a monotonic clock, passed in.
+    from within `session_timeout_ms` or a heartbeat of it awaits its answer; a fenced broker is
+    never shutting down (fencing clears the controlled-shutdown offset); `contacts` holds only
+    brokers that registered or heartbeated since `activate`, and loses a broker when it
+    registers anew or unregisters. Times are milliseconds of a monotonic clock, passed in.
     """
 
     def __init__(self, session_timeout_ms: int) -> None:
@@ -71,6 +72,25 @@ class BrokerHeartbeats:
         if fenced:
             contact.controlled_shutdown_offset = -1
 
+    def waiting(self, broker_id: int | None, change: int) -> None:
+        """A heartbeat of `broker_id` starts (+1) or stops (-1) waiting for its answer."""
+        contact = self.contacts.get(broker_id) if broker_id is not None else None
+        if contact is not None:
+            contact.answers_owed = max(contact.answers_owed + change, 0)
+
+    def answered(self, broker_id: int, now_ms: int) -> None:
+        """The broker's heartbeat was answered at `now_ms`: it was waiting until then."""
+        contact = self.contacts.get(broker_id)
+        if contact is not None:
+            contact.last_contact_ms = max(contact.last_contact_ms, now_ms)
+
+    def extend_sessions(self, now_ms: int) -> None:
+        """The controller could not listen until `now_ms` (its loop was held): every session
+        lasts at least half a session more, for the heartbeats that waited to be heard."""
+        floor = now_ms - self.session_timeout_ms // 2
+        for contact in self.contacts.values():
+            contact.last_contact_ms = max(contact.last_contact_ms, floor)
+
     def start_controlled_shutdown(self, broker_id: int, offset: int) -> None:
         """The broker's controlled shutdown completes at `offset` (kept if already set)."""
         contact = self.contacts.get(broker_id)
@@ -90,13 +110,15 @@ class BrokerHeartbeats:
         contact = self.contacts.get(broker_id)
         if broker is None or broker.fenced or contact is None:
             return False
-        return contact.last_contact_ms + self.session_timeout_ms >= now_ms
+        return bool(contact.answers_owed) or \
+            contact.last_contact_ms + self.session_timeout_ms >= now_ms
 
     def stale_broker(self, image: MetadataImage, now_ms: int) -> int | None:
         """The unfenced broker whose session expired longest ago, if any (ties: lowest id)."""
         expired = [(contact.last_contact_ms, broker_id)
                    for broker_id, contact in self.contacts.items()
                    if (broker := image.broker(broker_id)) is not None and not broker.fenced
+                   and not contact.answers_owed
                    and contact.last_contact_ms + self.session_timeout_ms < now_ms]
         return min(expired)[1] if expired else None
 

@@ -6,6 +6,12 @@ whenever a request may have changed the sessions), the preferred-leader rebalanc
 election of leaderless partitions every `unclean_election_check_interval_ms`. A run that hit
 its limit of elections runs again at once.
 
+A session expiry timer that fires more than `STALL_MS` late means this process's event loop was
+held (a broker sharing it applied a metadata change touching thousands of partitions): the
+heartbeats queued behind that work were not heard, so nobody is fenced then; every session gets
+half a session from now instead. Otherwise a node hosting many partitions fences itself, which
+moves every leadership, which holds the loop again.
+
 Deadlines are read on the controller's injected clock; the timers wait on the event loop's.
 """
 
@@ -32,6 +38,7 @@ log = logging.getLogger(__name__)
 Write = Callable[[ControllerResult[Any]], "int | None"]
 
 _EXPIRY, _REBALANCE, _UNCLEAN = "session expiry", "leader rebalance", "unclean election"
+STALL_MS = 1000  # how late the expiry timer may fire before it counts as a stalled loop
 
 
 class ControllerTimers:
@@ -46,6 +53,7 @@ class ControllerTimers:
         self._clock_ms, self._image, self._write = clock_ms, image, write
         self._handles: dict[str, asyncio.TimerHandle] = {}
         self._running = False
+        self._expiry_due = 0  # when the expiry timer should fire, on the controller's clock
 
     def start(self) -> None:
         """The controller became active."""
@@ -71,7 +79,9 @@ class ControllerTimers:
         if expiry is None:
             self._cancel(_EXPIRY)
         else:
-            self._set(_EXPIRY, expiry - self._clock_ms(), self._fence_stale_brokers)
+            now = self._clock_ms()
+            self._expiry_due = max(expiry, now)
+            self._set(_EXPIRY, expiry - now, self._fence_stale_brokers)
 
     def _set(self, kind: str, delay_ms: int, run: Callable[[], None]) -> None:
         self._cancel(kind)
@@ -95,6 +105,13 @@ class ControllerTimers:
     def _fence_stale_brokers(self) -> None:
         """Fence every broker whose session expired, one per batch as Kafka does (each
         decision sees the fencing before it)."""
+        now = self._clock_ms()
+        if now - self._expiry_due > STALL_MS:
+            log.info("The session expiry check ran %d ms late: sessions extended",
+                     now - self._expiry_due)
+            self._heartbeats.extend_sessions(now)
+            self.sessions_changed()
+            return
         for _ in range(len(self._image().brokers)):
             result = fence_stale_broker(self._image(), self._heartbeats,
                                         settings=self._settings, now_ms=self._clock_ms())

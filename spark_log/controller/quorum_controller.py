@@ -50,6 +50,8 @@ __all__ = ["QuorumController"]
 
 log = logging.getLogger(__name__)
 
+BROKER_HEARTBEAT = 63  # BrokerHeartbeat's API key
+
 DEFAULT_TIMINGS = ControllerTimings()
 BOOTSTRAP_RECORDS: tuple[MetadataRecord, ...] = tuple(bootstrap_records())
 
@@ -134,8 +136,21 @@ class QuorumController:
         if result.records and offset is None:
             return not_controller_response(request)
         self._timers.sessions_changed()
-        if offset is not None and not await self._until_committed(offset, term):
+        if offset is None:
+            return result.response
+        # A broker waiting for its heartbeat's answer (perhaps behind a long apply sharing this
+        # event loop) is alive: its session cannot expire meanwhile, and runs from the answer.
+        beat = request.broker_id if request.__api_key__ == BROKER_HEARTBEAT else None
+        self._heartbeats.waiting(beat, +1)
+        try:
+            committed = await self._until_committed(offset, term)
+        finally:
+            self._heartbeats.waiting(beat, -1)
+        if not committed:
             return not_controller_response(request)
+        if beat is not None and self.active:
+            self._heartbeats.answered(beat, self._clock_ms())
+            self._timers.sessions_changed()
         return result.response
 
     def _decision_input(self) -> DecisionInput:

@@ -42,17 +42,37 @@ class CheckpointFile:
         self.path = path
         self.fs = fs
 
-    def write_lines(self, lines: Sequence[str]) -> None:
+    def write_lines(self, lines: Sequence[str], *, sync: bool = True) -> None:
+        """Replace the file atomically (a temporary file renamed over it); `sync=False` skips
+        both fsyncs, for content that is derived again at every start anyway."""
+        self.stage(lines, sync=sync)
+        self.publish_staged(sync=sync)
+
+    def stage(self, lines: Sequence[str], *, sync: bool = False) -> None:
+        """Write the temporary file that `publish_staged` renames over the checkpoint."""
         body = "".join(f"{line}\n" for line in (str(VERSION), str(len(lines)), *lines))
-        tmp = self.path + ".tmp"
-        fd = self.fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd = self.fs.open(self.path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             self.fs.write_fully(fd, [body.encode()], 0)
+            if sync:
+                self.fs.fsync(fd)
+        finally:
+            self.fs.close(fd)
+
+    def sync_staged(self) -> None:
+        """fsync the temporary file written by `stage`."""
+        fd = self.fs.open(self.path + ".tmp", os.O_RDONLY)
+        try:
             self.fs.fsync(fd)
         finally:
             self.fs.close(fd)
-        self.fs.rename(tmp, self.path)
-        self.fs.fsync_dir(os.path.dirname(self.path) or ".")
+
+    def publish_staged(self, *, sync: bool = False) -> None:
+        """Rename the staged file over the checkpoint (and fsync the directory if `sync`).
+        Stage it synced first: ext4 flushes an unsynced file renamed over another at once."""
+        self.fs.rename(self.path + ".tmp", self.path)
+        if sync:
+            self.fs.fsync_dir(os.path.dirname(self.path) or ".")
 
     def read_lines(self, parse: Callable[[list[str]], T], fields: int) -> list[T]:
         """Entries parsed by `parse` from each line's whitespace-split fields; [] if no file.

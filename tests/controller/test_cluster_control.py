@@ -330,3 +330,19 @@ def test_a_broker_unfenced_while_its_registration_is_shutting_down_leads_nothing
     assert result.records == (BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10,
                                                              fenced=-1),)
     assert apply(image, result).partition("t", 0).leader == -1
+
+
+def test_a_session_runs_from_the_answer_to_a_heartbeat_and_outlasts_a_held_loop() -> None:
+    image = image_of(broker(1))
+    heartbeats = live(image, 0)  # heard at 0
+    heartbeats.answered(1, 5000)  # answered at 5000, after a long apply
+    assert heartbeats.has_valid_session(image, 1, 5000 + TIMEOUT)
+    assert not heartbeats.has_valid_session(image, 1, 5001 + TIMEOUT)
+    heartbeats.extend_sessions(100_000)  # the loop was held until then
+    assert heartbeats.has_valid_session(image, 1, 100_000 + TIMEOUT // 2)
+    assert heartbeats.stale_broker(image, 100_001 + TIMEOUT // 2) == 1
+    heartbeats.waiting(1, +1)  # a heartbeat awaits its answer: the broker is alive
+    assert heartbeats.stale_broker(image, 10**9) is None
+    assert heartbeats.has_valid_session(image, 1, 10**9)
+    heartbeats.waiting(1, -1)
+    assert heartbeats.stale_broker(image, 10**9) == 1

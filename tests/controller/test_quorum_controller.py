@@ -160,6 +160,25 @@ def test_the_session_timer_fences_a_silent_broker_on_its_own(tmp_path: Path) -> 
     asyncio.run(scenario())
 
 
+def test_a_held_event_loop_does_not_expire_the_sessions_it_kept_from_being_heard(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = LoneController(tmp_path, SYSTEM_CLOCK.monotonic_ms,
+                              broker_session_timeout_ms=400)
+        controller = await node.start()
+        epoch = await unfenced_broker(controller, 1)
+        time.sleep(1.6)  # a long metadata apply: the expiry timer comes due meanwhile
+        await asyncio.sleep(0.01)  # the late timer runs
+        assert not controller.image.broker(1).fenced  # type: ignore[union-attr]
+        beat = await controller.handle(heartbeat(1, epoch, controller.image.provenance.offset))
+        assert not beat.is_fenced  # the heartbeat that waited is heard in time
+        # a broker that stays silent is still fenced, a session later
+        await eventually(lambda: controller.image.broker(1).fenced, 5,  # type: ignore
+                         "broker 1 to be fenced")
+        await node.close()
+    asyncio.run(scenario())
+
+
 def test_leaderless_partitions_are_elected_uncleanly_once_their_topic_allows_it(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async def scenario() -> None:

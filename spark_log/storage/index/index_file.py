@@ -1,11 +1,12 @@
-"""What offset and time indexes share: a memory-mapped file of fixed-size entries, opened lazily.
+"""What offset and time indexes share: a file of fixed-size entries, opened lazily.
 
 Kafka's AbstractIndex + LazyIndex. An index is created preallocated (sparse) to
 segment.index.bytes (rounded down to whole entries) while its segment is active, and trimmed to
 its entries when the segment is rolled or closed, so a trimmed file's size tells its entry
-count. Nothing is opened or read until the first lookup or append, so opening a log with many
-segments costs no index I/O. Lookups are binary searches for the largest entry whose key is <=
-the target.
+count. A rolled segment's index is read through a memory map; an active one's entries are kept
+in memory (a few bytes each), and no descriptor is held for it between writes. Nothing is opened
+or read until the first lookup or append, so opening a log with many segments costs no index
+I/O. Lookups are binary searches for the largest entry whose key is <= the target.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ class IndexFile:
     """Entries of `ENTRY.size` bytes at the start of the file; `entries` of them are valid.
 
     Invariants: entries <= max_entries; entry keys (offsets, or timestamps) strictly increase;
-    the file is exactly `entries * entry_size` long whenever the index is not writable.
-    Not thread-safe: one log owns it.
+    the file is exactly `entries * entry_size` long whenever the index is not writable. A loaded
+    index holds at most one file descriptor, so a broker with many partitions stays within its
+    descriptor limit: a writable (active) index keeps its valid entries in memory (`_buf`) and
+    opens the file only to write, resize or sync it; a read-only index keeps only its map (which
+    holds a descriptor of its own). Not thread-safe: one log owns it.
     """
 
     ENTRY: struct.Struct  # set by subclasses
@@ -37,8 +41,9 @@ class IndexFile:
         self.max_index_size = max_index_size
         self.fs = fs
         self._writable = writable
-        self._fd: int | None = None
-        self._mm: mmap.mmap | None = None
+        self._loaded = False
+        self._mm: mmap.mmap | None = None  # a read-only index's entries
+        self._buf: bytearray | None = None  # a writable index's entries
         self._length = 0
         self._entries = 0
 
@@ -46,23 +51,41 @@ class IndexFile:
 
     @property
     def is_loaded(self) -> bool:
-        return self._fd is not None
+        return self._loaded
+
+    @contextlib.contextmanager
+    def _file(self) -> Iterator[int]:
+        fd = self.fs.open(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            yield fd
+        finally:
+            self.fs.close(fd)
 
     def load(self) -> None:
-        """Open and map the file (creating it if missing); a writable index grows to its max."""
-        if self._fd is not None:
+        """Read (writable) or map (read-only) the file, creating it if missing; a writable
+        index grows to its max."""
+        if self._loaded:
             return
-        fd = self.fs.open(self.path, os.O_RDWR | os.O_CREAT)
-        self._fd = fd
-        size = os.fstat(fd).st_size
-        self._entries = size // self.ENTRY.size
-        self._length = size
-        self._map(size)
-        if self._writable:
-            self.resize(self.max_index_size)
+        with self._file() as fd:
+            size = os.fstat(fd).st_size
+            self._entries = size // self.ENTRY.size
+            self._length = size
+            if self._writable:
+                self._buf = bytearray(_pread_fully(fd, self._entries * self.ENTRY.size))
+                grown = self._whole(self.max_index_size)
+                if grown != size:
+                    self.fs.truncate(fd, grown)
+                    self._length = grown
+            else:
+                self._map(fd, size)
+        self._loaded = True
 
-    def _map(self, length: int) -> None:
-        self._mm = mmap.mmap(self._fd, length) if length > 0 else None  # type: ignore[arg-type]
+    def _whole(self, size: int) -> int:
+        """`size` rounded down to whole entries, but room for every entry held."""
+        return max(size - size % self.ENTRY.size, self._entries * self.ENTRY.size)
+
+    def _map(self, fd: int, length: int) -> None:
+        self._mm = mmap.mmap(fd, length) if length > 0 else None
 
     def _unmap(self) -> None:
         if self._mm is not None:
@@ -72,7 +95,7 @@ class IndexFile:
     @property
     def file_size(self) -> int:
         """Size on disk without loading (0 when missing)."""
-        if self._fd is not None:
+        if self._loaded:
             return self._length
         try:
             return os.stat(self.path).st_size
@@ -98,36 +121,60 @@ class IndexFile:
     def resize(self, new_size: int) -> None:
         """Set the file length to `new_size` rounded down to whole entries, keeping entries."""
         self.load()
-        size = max(new_size - new_size % self.ENTRY.size, self._entries * self.ENTRY.size)
+        size = self._whole(new_size)
         if size == self._length:
             return
         self._unmap()
-        self.fs.truncate(self._fd, size)  # type: ignore[arg-type]
-        self._length = size
-        self._map(size)
+        with self._file() as fd:
+            self.fs.truncate(fd, size)
+            self._length = size
+            if not self._writable:
+                self._map(fd, size)
 
     def set_writable(self, writable: bool) -> None:
         """Active segments' indexes are writable (preallocated); others are trimmed."""
-        self._writable = writable
-        if self._fd is not None:
-            self.resize(self.max_index_size if writable else 0)
+        if writable == self._writable:
+            if self._loaded:
+                self.resize(self.max_index_size if writable else 0)
+            return
+        if not self._loaded:
+            self._writable = writable
+            return
+        valid = self._entries * self.ENTRY.size
+        if writable:  # entries move from the map to memory
+            self._buf = bytearray(self._mm[:valid]) if self._mm is not None else bytearray()
+            self._unmap()
+            self._writable = True
+            self.resize(self.max_index_size)
+        else:  # trimmed, then mapped
+            self._buf = None
+            self._writable = False
+            with self._file() as fd:
+                self.fs.truncate(fd, valid)
+                self._length = valid
+                self._map(fd, valid)
 
     def trim_to_valid_size(self) -> None:
         self.resize(0)
 
     def reset(self) -> None:
-        """Drop every entry (before a rebuild)."""
-        self.load()
-        self._entries = 0
+        """Drop every entry (before a rebuild). Nothing of the file is read."""
         self._unmap()
-        self.fs.truncate(self._fd, 0)  # type: ignore[arg-type]
-        self._length = 0
-        self.resize(self.max_index_size if self._writable else 0)
+        self._loaded, self._entries = True, 0
+        self._buf = bytearray() if self._writable else None
+        self._length = self._whole(self.max_index_size) if self._writable else 0
+        with self._file() as fd:
+            # A writable index keeps its entry count in memory, so stale bytes past it are never
+            # read: it is only sized, not emptied (emptying a crashed, preallocated index costs
+            # the file system a journal commit).
+            self.fs.truncate(fd, self._length)
         self._reset_cache()
 
     def _truncate_entries(self, count: int) -> None:
         self._entries = count
         self._reset_cache()
+        if self._buf is not None:
+            del self._buf[count * self.ENTRY.size:]
         if not self._writable:
             self.trim_to_valid_size()
 
@@ -137,23 +184,29 @@ class IndexFile:
     # ---- entries ------------------------------------------------------------------------
 
     def _raw(self, slot: int) -> tuple:
-        return self.ENTRY.unpack_from(self._mm, slot * self.ENTRY.size)  # type: ignore[arg-type]
+        view = self._buf if self._buf is not None else self._mm
+        return self.ENTRY.unpack_from(view, slot * self.ENTRY.size)  # type: ignore[arg-type]
 
     def _write_raw(self, *fields: int) -> None:
         if self._entries >= self._length // self.ENTRY.size:
             raise CorruptIndexError(f"attempt to append to a full index {self.path} "
                                     f"({self._entries} entries)")
-        # Written with pwrite, read through the map: a full disk is then an OSError here, not
-        # a SIGBUS when the kernel cannot back a page of the (sparse) file the map touches.
-        self.fs.write_fully(self._fd, [self.ENTRY.pack(*fields)],  # type: ignore[arg-type]
-                            self._entries * self.ENTRY.size)
+        # Written with pwrite, never through a map: a full disk is then an OSError here, not
+        # a SIGBUS when the kernel cannot back a page of the (sparse) file.
+        entry = self.ENTRY.pack(*fields)
+        with self._file() as fd:
+            self.fs.write_fully(fd, [entry], self._entries * self.ENTRY.size)
+        if self._buf is not None:
+            self._buf += entry  # (a read-only index's map shows what pwrite wrote)
         self._entries += 1
 
     def raw_entries(self) -> Iterator[tuple]:
         self.load()
         if self._entries:
-            # A copy, not a memoryview: an exported view would stop the mmap from closing.
-            yield from self.ENTRY.iter_unpack(self._mm[: self._entries * self.ENTRY.size])  # type: ignore
+            # A copy, not a memoryview: an exported view would stop the mmap from closing (or
+            # the buffer from growing).
+            view = self._buf if self._buf is not None else self._mm
+            yield from self.ENTRY.iter_unpack(view[: self._entries * self.ENTRY.size])  # type: ignore
 
     def _largest_lower_bound(self, target: int, field: int) -> int:
         """Slot of the largest entry whose `field` is <= target, or -1."""
@@ -193,29 +246,31 @@ class IndexFile:
     # ---- durability ---------------------------------------------------------------------
 
     def flush(self) -> None:
-        if self._fd is None:
+        """fsync the file (entries are written with pwrite, so the page cache has them all)."""
+        if not self._loaded:
             return
-        if self._mm is not None:
-            self._mm.flush()
-        self.fs.fsync(self._fd)
+        with self._file() as fd:
+            self.fs.fsync(fd)
 
     def close(self, *, sync: bool = False) -> None:
         """Trim (if writable), fsync if asked, and release the file; it can be loaded again."""
-        if self._fd is None:
+        if not self._loaded:
             return
-        if self._writable:
-            self.trim_to_valid_size()
-        if sync:
-            self.flush()
+        valid = self._entries * self.ENTRY.size
+        if sync or (self._writable and self._length != valid):
+            self._unmap()
+            with self._file() as fd:  # one open for both
+                if self._writable and self._length != valid:
+                    self.fs.truncate(fd, valid)
+                if sync:
+                    self.fs.fsync(fd)
         self.release()
 
     def release(self) -> None:
         """Unmap and close without touching the file (also used after a storage failure)."""
-        if self._fd is None:
-            return
         self._unmap()
-        fd, self._fd = self._fd, None
-        self.fs.close(fd)
+        self._buf = None
+        self._loaded = False
 
     def rename(self, new_path: str) -> None:
         self.fs.rename(self.path, new_path)
@@ -225,3 +280,14 @@ class IndexFile:
         self.release()
         with contextlib.suppress(FileNotFoundError):
             self.fs.remove(self.path)
+
+
+def _pread_fully(fd: int, size: int) -> bytes:
+    chunks, position = [], 0
+    while position < size:
+        chunk = os.pread(fd, size - position, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)

@@ -3,13 +3,17 @@
 Kafka's LeaderEpochFileCache, persisted in the partition's `leader-epoch-checkpoint`
 (`epoch start_offset` lines). Appends stamped with a new epoch add an entry; truncation and log
 start offset moves trim it. Replication (OffsetForLeaderEpoch) uses `end_offset_for`; ListOffsets
-uses `epoch_for_offset` and `latest_epoch`.
+uses `epoch_for_offset` and `latest_epoch`. `EpochSyncs` makes the files of many partitions
+durable together, their fsyncs issued in parallel (a broker taking the leadership of thousands
+of partitions at once).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -60,8 +64,9 @@ class LeaderEpochCache:
     def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, syncs: EpochSyncs | None = None) -> bool:
         """Record that `epoch` starts at `start_offset` if that is news; True if it changed.
+        With `syncs`, the file is durable only once `syncs.run()` has returned.
 
         A new entry removes any entries that conflict with it (epoch or start offset not below
         it), as Kafka does when a new leader's epoch supersedes divergent history.
@@ -77,7 +82,11 @@ class LeaderEpochCache:
             log.warning("New epoch entry %s caused truncation of conflicting entries %s",
                         (epoch, start_offset), removed)
         self._entries = [*kept, EpochEntry(epoch, start_offset)]
-        self._write()
+        if syncs is None:
+            self._write()
+        else:
+            self._file.stage(self._lines())
+            syncs.owed[self._file.path] = self._file
         return True
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -101,12 +110,15 @@ class LeaderEpochCache:
         floor = [e for e in self._entries if e.epoch <= epoch]
         return (floor[-1].epoch if floor else epoch), higher.start_offset
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after `end_offset` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, sync: bool = True) -> None:
+        """Drop entries starting at or after `end_offset` (the log was truncated there).
+        `sync=False` when the log's recovery does it, as Kafka's truncateFromEndAsyncFlush: each
+        start after a crash truncates again, so a write lost with the page cache costs nothing
+        (and a torn file is rebuilt from the log)."""
         kept = [e for e in self._entries if e.start_offset < end_offset]
         if len(kept) != len(self._entries):
             self._entries = kept
-            self._write()
+            self._write(sync=sync)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop entries wholly below a new log start offset; the last of them is moved up to
@@ -134,8 +146,35 @@ class LeaderEpochCache:
         self._write()
         self.problem = None
 
-    def _write(self) -> None:
-        self._file.write_lines([f"{e.epoch} {e.start_offset}" for e in self._entries])
+    def _lines(self) -> list[str]:
+        return [f"{e.epoch} {e.start_offset}" for e in self._entries]
+
+    def _write(self, *, sync: bool = True) -> None:
+        self._file.write_lines(self._lines(), sync=sync)
+
+
+class EpochSyncs:
+    """Checkpoint files staged (written beside the file, not yet synced nor renamed) whose
+    replacement is owed. Invariant: after `run()` each has replaced its file durably, as if
+    each write had synced itself: the staged files are fsynced, renamed, then their
+    directories fsynced, the fsyncs issued in parallel."""
+
+    WORKERS = 16  # concurrent fsyncs share the file system's journal commits
+
+    def __init__(self, fs: FileSystem = DEFAULT_FS) -> None:
+        self.fs = fs
+        self.owed: dict[str, CheckpointFile] = {}  # by path: the last staging wins
+
+    def run(self) -> None:
+        owed, self.owed = list(self.owed.values()), {}
+        if not owed:
+            return
+        dirs = sorted({os.path.dirname(f.path) or "." for f in owed})
+        with ThreadPoolExecutor(min(self.WORKERS, len(owed))) as pool:
+            list(pool.map(CheckpointFile.sync_staged, owed))  # the first failure raises here
+            for file in owed:
+                file.publish_staged()
+            list(pool.map(self.fs.fsync_dir, dirs))
 
 
 def _check_increasing(path: str, entries: list[EpochEntry]) -> None:

@@ -93,6 +93,8 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
         segments, recovered_from = _recover(directory, segments, first_unflushed, clock, fs,
                                             on_batch)
         next_offset = segments[-1].read_next_offset()
+    for segment in segments:  # (a no-op for those never loaded)
+        segment.close_indexes()
     segments[-1].set_active(True)
     return LoadedLog(segments, next_offset, recovered_from is not None, recovered_from)
 

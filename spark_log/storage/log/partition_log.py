@@ -96,7 +96,7 @@ class PartitionLog:
             if self.leader_epoch_cache.damaged:
                 self._rebuild_leader_epochs()
             elif loaded.recovered:
-                self.leader_epoch_cache.truncate_from_end(self._local.log_end_offset)
+                self.leader_epoch_cache.truncate_from_end(self._local.log_end_offset, sync=False)
                 self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
             if self._log_start_offset > loaded.segments[0].base_offset and \
                     self._local.log_end_offset < self._log_start_offset:

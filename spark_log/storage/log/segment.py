@@ -453,6 +453,12 @@ class Segment:
             self.log.flush()
         self.log.close()
 
+    def close_indexes(self) -> None:
+        """Close both indexes (trimmed); the next lookup or append loads them again. Start-up
+        leaves every index closed, so an idle partition holds no map and one descriptor."""
+        self._offset_index.close()
+        self._time_index.close()
+
     def release(self) -> None:
         """Let go of the files without writing anything (after a storage failure)."""
         self._offset_index.release()

@@ -54,9 +54,8 @@ def index_batches(log: FileRecords, offset_index: OffsetIndex, time_index: TimeI
     """Index every batch from the start (both indexes emptied first, left writable); with
     `verify`, check each batch fully (CRC included) and walk a torn tail too."""
     for index in (offset_index, time_index):
-        index.load()
         index.set_writable(True)  # room for every entry while rebuilding
-        index.reset()
+        index.reset()  # (not loaded first: a crashed active index is megabytes of zeros)
     max_ts = TimestampOffset(NO_TIMESTAMP, base_offset)
     valid = last_entry_at = 0
     next_offset = base_offset

@@ -79,3 +79,29 @@ def test_delete_and_rename(tmp_path) -> None:  # type: ignore[no-untyped-def]
     index.delete_file()
     assert not (tmp_path / "0.index.deleted").exists()
     index.delete_file()  # already gone: fine
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_loaded_index_holds_at_most_one_descriptor(tmp_path) -> None:  # type: ignore
+    # Many partitions must fit the descriptor limit: an active index holds none between
+    # writes, a read-only one only its map's.
+    before = _open_fds()
+    active = OffsetIndex(str(tmp_path / "0.index"), 0, 800, writable=True)
+    for i in range(10):
+        active.append(i * 2, i * 100)
+    assert _open_fds() == before and active.lookup(7).position == 300
+    active.set_writable(False)
+    assert _open_fds() == before + 1 and active.lookup(7).position == 300
+    assert os.path.getsize(tmp_path / "0.index") == 80
+    active.set_writable(True)
+    active.append(40, 2000)
+    assert _open_fds() == before and active.entries == 11 and active.lookup(41).offset == 40
+    active.close()
+    reopened = OffsetIndex(str(tmp_path / "0.index"), 0, 800)
+    assert [e[0] for e in reopened.raw_entries()] == [*range(0, 20, 2), 40]
+    reopened.close()
+    assert _open_fds() == before

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
-from spark_log.storage.log.leader_epoch import EpochEntry, LeaderEpochCache
+from spark_log.storage.filesystem import FileSystem
+from spark_log.storage.log.leader_epoch import EpochEntry, EpochSyncs, LeaderEpochCache
 
 
 @pytest.fixture
@@ -99,3 +101,55 @@ def test_a_partition_rebuilds_a_damaged_checkpoint_from_its_batches(tmp_path, ca
     assert reopened.leader_epoch_cache.entries == expected
     assert LeaderEpochCache(str(checkpoint)).entries == expected  # written back
     assert "rebuilding it from the log" in caplog.text
+
+
+def test_truncation_by_recovery_is_written_without_fsync(tmp_path) -> None:  # type: ignore
+    # Each start after a crash truncates again, so it need not wait for the disk (Kafka's
+    # truncateFromEndAsyncFlush); assignments still do.
+    class SyncCounting(FileSystem):
+        syncs = 0
+
+        def fsync(self, fd: int) -> None:
+            self.syncs += 1
+            super().fsync(fd)
+
+        def fsync_dir(self, path: str) -> None:
+            self.syncs += 1
+            super().fsync_dir(path)
+
+    fs = SyncCounting()
+    path = str(tmp_path / "leader-epoch-checkpoint")
+    cache = LeaderEpochCache(path, fs)
+    cache.assign(3, 0)
+    cache.assign(4, 20)
+    synced = fs.syncs
+    assert synced > 0
+    cache.truncate_from_end(20, sync=False)
+    assert fs.syncs == synced and LeaderEpochCache(path).entries == [EpochEntry(3, 0)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_assignments_made_durable_together(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    class Recording(FileSystem):
+        def __init__(self) -> None:
+            self.synced: list[str] = []
+
+        def fsync(self, fd: int) -> None:  # files and directories alike
+            self.synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            super().fsync(fd)
+
+    fs = Recording()
+    syncs = EpochSyncs(fs)
+    paths = []
+    for p in range(3):
+        (tmp_path / f"t-{p}").mkdir()
+        paths.append(str(tmp_path / f"t-{p}" / "leader-epoch-checkpoint"))
+        assert LeaderEpochCache(paths[-1], fs).assign(5, 10, syncs)
+    assert fs.synced == []  # staged, not yet durable
+    assert [LeaderEpochCache(p).entries for p in paths] == [[]] * 3  # nor renamed
+    syncs.run()
+    assert sorted(fs.synced) == sorted([*(p + ".tmp" for p in paths),
+                                        *(os.path.dirname(p) for p in paths)])
+    assert [LeaderEpochCache(p).entries for p in paths] == [[EpochEntry(5, 10)]] * 3
+    syncs.run()  # nothing owed any more
+    assert len(fs.synced) == 6
