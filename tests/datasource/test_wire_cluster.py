@@ -76,7 +76,7 @@ def test_the_group_committer_sends_an_end_once_though_spark_reports_it_twice(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from spark_log.datasource import wire_cluster
+    from spark_log.datasource import client
     from spark_log.datasource.group_offsets import GroupCommitter
 
     sent: list[dict] = []
@@ -88,7 +88,7 @@ def test_the_group_committer_sends_an_end_once_though_spark_reports_it_twice(
             entered.set()
             assert release.wait(10)
 
-    monkeypatch.setattr(wire_cluster, "open_cluster", lambda *args: Recording())
+    monkeypatch.setattr(client, "Cluster", lambda *args: Recording())
     committer = GroupCommitter("unused:1", {}, "g", 1000)
     committer.commit({("t", 0): 5})
     assert entered.wait(10)
