@@ -92,7 +92,9 @@ def _is_broker(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True
-    return b"spark_log" in cmdline
+    # An exiting process reads as an empty command line (its memory is gone) until it is a
+    # zombie: it is still the broker, not yet ended.
+    return not cmdline or b"spark_log" in cmdline
 
 
 def _read_info(data_dir: Path) -> dict | None:
