@@ -4,9 +4,6 @@ Owns `scan_head`, which reads one record of an uncompressed records section -- i
 offset delta, key span and where its value starts -- checking every byte it reads against the
 section, and what is built on it:
 
-  scan_records(section, count, base_offset) -> bytes
-      every record's offset, bounds, key span and value span, as native int64 rows
-      (RECORD_FIELDS per record; a null key or value has length -1);
   KeyOffsets: an exact table from record key to the latest offset mapped for it, filled from
       a section (`map_records`) and asked which records of a section are still the latest of
       their key (`kept_records`): the log cleaner's offset map and record filter.
@@ -23,14 +20,11 @@ Not thread-safe: a KeyOffsets belongs to one cleaning round; every call holds th
 #include <stdint.h>
 #include <string.h>
 
-#define RECORD_FIELDS 7 /* offset, start, end, key_pos, key_len, value_pos, value_len */
-
 static PyObject *corrupt_error; /* spark_log.records.errors.CorruptRecordError */
 
 /* How strictly the tail of a record is checked, matching the Python walk it replaces. */
 enum { CHECK_KEY = 0,   /* map_latest_offsets: the key ends inside the record */
-       CHECK_VALUE = 1, /* scan_record_spans: a value length byte follows the key inside it */
-       CHECK_ALL = 2 }; /* scan_records: the value ends inside the record too */
+       CHECK_VALUE = 1 }; /* scan_record_spans: a value length byte follows the key inside it */
 
 typedef struct {
     Py_ssize_t start, end;    /* the record's bytes, length prefix included */
@@ -118,62 +112,6 @@ static int check_filled(Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count) {
 
 static int get_section(PyObject *obj, Py_buffer *view) {
     return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE);
-}
-
-static PyObject *scan_records(PyObject *module, PyObject *args) {
-    PyObject *obj;
-    Py_ssize_t count;
-    long long base;
-    if (!PyArg_ParseTuple(args, "OnL:scan_records", &obj, &count, &base))
-        return NULL;
-    Py_buffer view;
-    if (get_section(obj, &view) < 0)
-        return NULL;
-    const uint8_t *b = view.buf;
-    Py_ssize_t limit = view.len, pos = 0;
-    /* A record takes at least 4 bytes: a count beyond that cannot fill the section. */
-    if (count < 0 || count > limit / 4 + 1) {
-        PyBuffer_Release(&view);
-        return PyErr_Format(corrupt_error, "%zd records cannot fill %zd bytes", count, limit);
-    }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, count * RECORD_FIELDS * 8);
-    if (out == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    int64_t *row = (int64_t *)PyBytes_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < count; i++, row += RECORD_FIELDS) {
-        RecordHead r;
-        int64_t value_len;
-        Py_ssize_t p;
-        if (scan_head(b, limit, pos, i, CHECK_ALL, &r) < 0)
-            goto fail;
-        p = r.value_pos;
-        if (read_zigzag(b, r.end, &p, 5, &value_len) < 0) {
-            corrupt(i, "truncated or bad varint");
-            goto fail;
-        }
-        if (value_len > r.end - p) {
-            corrupt(i, "value overruns its record");
-            goto fail;
-        }
-        row[0] = offset_of(base, r.offset_delta);
-        row[1] = r.start;
-        row[2] = r.end;
-        row[3] = r.key_pos;
-        row[4] = r.key_len < 0 ? -1 : r.key_len;
-        row[5] = p;
-        row[6] = value_len < 0 ? -1 : value_len;
-        pos = r.end;
-    }
-    if (check_filled(pos, limit, count) < 0)
-        goto fail;
-    PyBuffer_Release(&view);
-    return out;
-fail:
-    PyBuffer_Release(&view);
-    Py_DECREF(out);
-    return NULL;
 }
 
 /* ---- KeyOffsets: open addressing with linear probing; key bytes copied into one arena. ---- */
@@ -571,9 +509,6 @@ static PyTypeObject KeyOffsetsType = {
 };
 
 static PyMethodDef module_methods[] = {
-    {"scan_records", scan_records, METH_VARARGS,
-     "scan_records(section, count, base_offset) -> bytes: per record, native int64 offset, "
-     "start, end, key_pos, key_len, value_pos, value_len (lengths -1 when null)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -594,8 +529,7 @@ PyMODINIT_FUNC PyInit__native_scan(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(module, "KeyOffsets", (PyObject *)&KeyOffsetsType) < 0
-            || PyModule_AddIntConstant(module, "RECORD_FIELDS", RECORD_FIELDS) < 0) {
+    if (PyModule_AddObjectRef(module, "KeyOffsets", (PyObject *)&KeyOffsetsType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

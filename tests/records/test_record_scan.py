@@ -1,15 +1,13 @@
-"""The per-record walks of `record_scan`, each test run against the native implementation
-(skipped when the extension is not built) and the pure-Python one: the key -> latest offset
-table, the filter's kept records, `scan_records`' rows, and that both agree on every mutated
+"""The cleaner's per-record walks of `record_scan`, each test run against the native
+implementation (which the install builds: its absence fails here) and the pure-Python one: the
+key -> latest offset table, the filter's kept records, and that both agree on every mutated
 section (the same result, or CorruptRecordError from both)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from array import array
 from collections.abc import Callable
-from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -24,12 +22,13 @@ from .strategies import record_lists
 from .test_record_batch_fuzz import apply, mutations
 
 TS = 1_700_000_000_000
-TABLES = [pytest.param(rs.NativeKeyOffsets, id="native",
-                       marks=pytest.mark.skipif(not rs.NATIVE, reason="extension not built")),
+TABLES = [pytest.param(rs.NativeKeyOffsets, id="native"),
           pytest.param(rs.PyKeyOffsets, id="python")]
-SCANS = [pytest.param(rs.native_scan_records, id="native",
-                      marks=pytest.mark.skipif(not rs.NATIVE, reason="extension not built")),
-         pytest.param(rs.py_scan_records, id="python")]
+
+
+def test_the_install_built_the_extension() -> None:
+    assert rs.NATIVE, ("spark_log/records/_native_scan.c is not built: `pip install -e .` (what "
+                       "./dev runs) compiles it; it needs a C compiler and Python's headers")
 
 
 def section_of(records: list[Record], base_offset: int = 0) -> memoryview:
@@ -83,34 +82,14 @@ def test_kept_records_are_those_still_latest_past_the_map_or_unmapped(table) -> 
     assert offsets.kept_records(one, 1, 103, 103, True) == (None, False)
 
 
-@pytest.mark.parametrize("scan", SCANS)
-def test_scan_records_gives_offsets_and_key_and_value_spans(scan) -> None:  # type: ignore
-    records = [Record(7, TS, b"k0", b"v0"), Record(9, TS + 5, None, b"value", (("h", b"x"),)),
-               Record(10, TS, b"key2", None)]
-    section = bytes(section_of(records, 7))
-    rows = array("q", scan(section, 3, 7))
-    rows_of = [rows[i : i + rs.RECORD_FIELDS] for i in range(0, len(rows), rs.RECORD_FIELDS)]
-    assert [r[rs.OFFSET] for r in rows_of] == [7, 9, 10]
-    assert rows_of[0][rs.START] == 0 and rows_of[-1][rs.END] == len(section)
-    assert all(a[rs.END] == b[rs.START] for a, b in pairwise(rows_of))
-    keys = [None if r[rs.KEY_LEN] < 0 else section[r[rs.KEY_POS] : r[rs.KEY_POS] + r[rs.KEY_LEN]]
-            for r in rows_of]
-    values = [None if r[rs.VALUE_LEN] < 0
-              else section[r[rs.VALUE_POS] : r[rs.VALUE_POS] + r[rs.VALUE_LEN]] for r in rows_of]
-    assert keys == [b"k0", None, b"key2"] and values == [b"v0", b"value", None]
-
-
-@pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("table", TABLES)
-def test_a_section_that_does_not_match_its_count_is_refused(table, scan) -> None:  # type: ignore
+def test_a_section_that_does_not_match_its_count_is_refused(table) -> None:  # type: ignore
     section = bytes(section_of([Record(i, TS, b"k", b"v") for i in range(5)]))
     for data, count in ((section, 6), (section, 4), (section[:-3], 5), (b"", 1), (b"\x80", 1)):
         with pytest.raises(CorruptRecordError):
             table().map_records(data, count, 0, 0)
         with pytest.raises(CorruptRecordError):
             table().kept_records(data, count, 0, -1, True)
-        with pytest.raises(CorruptRecordError):
-            scan(data, count, 0)
 
 
 def outcome(walk: Callable[[], object]) -> object:
@@ -120,7 +99,6 @@ def outcome(walk: Callable[[], object]) -> object:
         return CorruptRecordError
 
 
-@pytest.mark.skipif(not rs.NATIVE, reason="extension not built")
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_native_and_python_agree_on_mutated_sections(data) -> None:  # type: ignore
@@ -137,13 +115,10 @@ def test_native_and_python_agree_on_mutated_sections(data) -> None:  # type: ign
     assert len(native) == len(python)
     assert outcome(lambda: native.kept_records(mutated, count, base, base + 2, False)) == \
         outcome(lambda: python.kept_records(mutated, count, base, base + 2, False))
-    assert outcome(lambda: rs.native_scan_records(mutated, count, base)) == \
-        outcome(lambda: rs.py_scan_records(mutated, count, base))
 
 
 def test_the_pure_python_walks_stand_in_when_the_extension_is_not_built() -> None:
     code = ("import sys; sys.modules['spark_log.records._native_scan'] = None\n"
             "from spark_log.records import record_scan as rs\n"
-            "assert not rs.NATIVE and rs.KeyOffsets is rs.PyKeyOffsets\n"
-            "assert rs.scan_records is rs.py_scan_records\n")
+            "assert not rs.NATIVE and rs.KeyOffsets is rs.PyKeyOffsets\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -85,7 +85,6 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_a_loaded_index_holds_at_most_one_descriptor(tmp_path) -> None:  # type: ignore
     # Many partitions must fit the descriptor limit: an active index holds none between
     # writes, a read-only one only its map's.

@@ -128,7 +128,6 @@ def test_truncation_by_recovery_is_written_without_fsync(tmp_path) -> None:  # t
     assert fs.syncs == synced and LeaderEpochCache(path).entries == [EpochEntry(3, 0)]
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_assignments_made_durable_together(tmp_path) -> None:  # type: ignore[no-untyped-def]
     class Recording(FileSystem):
         def __init__(self) -> None:
