@@ -61,12 +61,9 @@ class BodyReader:
         return n
 
     def nullable_string(self, what: str) -> str | None:
-        n = self._length(what, _I16)
-        if n == -1:
+        raw = self._nullable(what, _I16)
+        if raw is None:
             return None
-        if n < 0:
-            raise ProtocolError(f"{what} has length {n}")
-        raw = self.take(n, what)
         try:
             return str(raw, "utf-8")
         except UnicodeDecodeError as e:
@@ -80,7 +77,10 @@ class BodyReader:
 
     def nullable_bytes(self, what: str) -> memoryview | None:
         """Bytes (records) as a view of the body: no copy."""
-        n = self._length(what, _I32)
+        return self._nullable(what, _I32)
+
+    def _nullable(self, what: str, classic: struct.Struct) -> memoryview | None:
+        n = self._length(what, classic)
         if n == -1:
             return None
         if n < 0:

@@ -26,23 +26,23 @@ from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
+from spark_log.protocol.fetch_request import FetchRequest
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
 
 
 @handles(ApiKey.FETCH)
-async def handle_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
     services = ctx.services
-    session_id = getattr(request, "session_id", 0)
-    if session_id != 0:
+    if request.session_id != 0:
         return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found,
                 "session_id": 0, "responses": []}
     topics = [_resolve(services, t) for t in request.topics]
     wanted = [(name, p.partition) for name, _, t in topics if name for p in t.partitions]
     max_wait_ms = max(0, request.max_wait_ms)
     deadline = time.monotonic() + max_wait_ms / 1000
-    replica_id = _replica_id(request)
+    replica_id = request.replica_id  # -1: a consumer (v15+: from replica_state)
     while True:
         responses, size, errored = _read(services, request, topics, replica_id)
         remaining = deadline - time.monotonic()
@@ -73,22 +73,13 @@ def leader_endpoints(services: Services, responses: list[dict[str, Any]]
 
 def _resolve(services: Services, topic: Any) -> tuple[str | None, uuid.UUID, Any]:
     """(name or None if unknown, topic id, the request's topic entry)."""
-    topic_id = getattr(topic, "topic_id", None)
-    name = getattr(topic, "topic", None)
+    topic_id, name = topic.topic_id, topic.topic
     metadata = services.topics.metadata
     if name is None:
         info = metadata.by_id(topic_id) if topic_id else None
         return (info.name if info else None), topic_id or ZERO_UUID, topic
     info = metadata.get(name)
     return name, (info.topic_id if info else ZERO_UUID), topic
-
-
-def _replica_id(request: Any) -> int:
-    """The fetching follower's broker id (v15+ in `replica_state`); -1 for a consumer."""
-    state = getattr(request, "replica_state", None)
-    if state is not None:
-        return int(state.replica_id)
-    return int(getattr(request, "replica_id", -1))
 
 
 def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.UUID, Any]],
@@ -142,7 +133,7 @@ def _read_for_follower(services: Services, replica_id: int, name: str | None, p:
     def read(entry: dict[str, Any], name: str) -> None:
         found = services.replicas.read_for_follower(
             name, p.partition, replica_id, p.fetch_offset,
-            getattr(p, "last_fetched_epoch", -1), max(0, min(p.partition_max_bytes, budget)),
+            p.last_fetched_epoch, max(0, min(p.partition_max_bytes, budget)),
             first)
         entry.update(high_watermark=found.high_watermark,
                      last_stable_offset=found.high_watermark,
@@ -166,7 +157,7 @@ def _answer(services: Services, name: str | None, p: Any,
         if name is None:
             raise KafkaError(ErrorCode.unknown_topic_id)
         services.replicas.check_leader_epoch(name, p.partition,
-                                             getattr(p, "current_leader_epoch", -1))
+                                             p.current_leader_epoch)
         read(entry, name)
     except UnknownTopicError:
         entry["error_code"] = ErrorCode.unknown_topic_or_partition

@@ -22,6 +22,7 @@ from spark_log.broker.server.request_context import RequestContext
 from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode, ProtocolError
 from spark_log.protocol.api_keys import ApiKey
+from spark_log.protocol.produce_request import ProduceRequest
 from spark_log.protocol.produce_response import (
     NodeEndpoint,
     PartitionResult,
@@ -34,7 +35,7 @@ VALID_ACKS = (-1, 0, 1)
 
 
 @handles(ApiKey.PRODUCE)
-async def handle_produce(ctx: RequestContext, request: Any) -> bytes | Later | None:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> bytes | Later | None:
     services = ctx.services
     acks = request.acks
     results = []
