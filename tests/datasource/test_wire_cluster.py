@@ -70,30 +70,3 @@ def test_an_unreachable_cluster_is_named() -> None:
     cluster = open_cluster(address, {}, 5000)
     with pytest.raises(PylogConnectionError, match=f"Cannot reach the Kafka cluster at {address}"):
         cluster.partitions_for(Subscription("subscribe", topics=("t",)))
-
-
-def test_the_group_committer_sends_an_end_once_though_spark_reports_it_twice(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    from spark_log.datasource import client
-    from spark_log.datasource.group_offsets import GroupCommitter
-
-    sent: list[dict] = []
-    entered, release = threading.Event(), threading.Event()
-
-    class Recording:
-        def commit(self, group: str, offsets: dict) -> None:
-            sent.append(offsets)
-            entered.set()
-            assert release.wait(10)
-
-    monkeypatch.setattr(client, "Cluster", lambda *args: Recording())
-    committer = GroupCommitter("unused:1", {}, "g", 1000)
-    committer.commit({("t", 0): 5})
-    assert entered.wait(10)
-    committer.commit({("t", 0): 5})  # reported again while the first is on its way
-    release.set()
-    committer.commit({("t", 0): 6})
-    committer.close()
-    assert sent == [{("t", 0): 5}, {("t", 0): 6}]
