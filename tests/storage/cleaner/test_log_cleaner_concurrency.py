@@ -243,7 +243,10 @@ def test_the_replaced_segments_files_are_closed_on_the_worker(manager, monkeypat
 
     def close(fd: int) -> None:
         with contextlib.suppress(OSError):
-            closed_by[os.fstat(fd).st_ino] = threading.current_thread().name
+            stat = os.fstat(fd)
+            if stat.st_nlink == 0:  # a deleted file's last close (a live file may reuse the
+                # inode number later, and be closed anywhere)
+                closed_by[stat.st_ino] = threading.current_thread().name
         real_close(fd)
 
     monkeypatch.setattr(os, "close", close)
