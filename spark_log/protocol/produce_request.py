@@ -12,7 +12,7 @@ attribute names of kio's `ProduceRequest` that the broker reads, and `timeout_ms
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .body_reader import BodyReader
 from .errors import ProtocolError
@@ -24,21 +24,21 @@ FIRST_FLEXIBLE = 9
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
+# Named tuples, not frozen dataclasses: one is built per partition of every Produce request,
+# and a frozen dataclass's __init__ sets each field through object.__setattr__.
 
-@dataclass(frozen=True, slots=True)
-class PartitionProduceData:
+
+class PartitionProduceData(NamedTuple):
     index: int
     records: memoryview | None  # null records are the handler's to refuse (CORRUPT_MESSAGE)
 
 
-@dataclass(frozen=True, slots=True)
-class TopicProduceData:
+class TopicProduceData(NamedTuple):
     name: str
     partition_data: tuple[PartitionProduceData, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceRequest:
+class ProduceRequest(NamedTuple):
     """A decoded Produce request. Invariant: every records view lies inside the frame."""
 
     transactional_id: str | None

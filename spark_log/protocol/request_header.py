@@ -8,7 +8,8 @@ uses v0, everything else v1. Kafka reads a null client id as "", and so do we.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from typing import NamedTuple
 
 from .api_table import CONTROLLED_SHUTDOWN_KEY, flexible_from
 from .errors import ProtocolError
@@ -17,11 +18,13 @@ from .wire import INT16, INT32, need, read_int16, skip_tag_section
 __all__ = ["RequestHeader", "encode_request_header", "parse_request", "request_header_version"]
 
 _FIXED_PART = 8  # api_key + api_version + correlation_id
+_FIXED = struct.Struct(">hhi")
+_HEADER_VERSIONS: dict[tuple[int, int], int] = {}  # (api key, version) -> header version
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
-    """A parsed request header. `header_version` is 0, 1 or 2; `client_id` is never None."""
+class RequestHeader(NamedTuple):
+    """A parsed request header. `header_version` is 0, 1 or 2; `client_id` is never None.
+    (A named tuple: one is built per request, cheaper than a frozen dataclass.)"""
 
     api_key: int
     api_version: int
@@ -48,10 +51,12 @@ def parse_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader,
     view = memoryview(frame).cast("B")
     end = len(view)
     need(end, 0, _FIXED_PART, "request header")
-    api_key = INT16.unpack_from(view, 0)[0]
-    api_version = INT16.unpack_from(view, 2)[0]
-    correlation_id = INT32.unpack_from(view, 4)[0]
-    header_version = request_header_version(api_key, api_version)
+    api_key, api_version, correlation_id = _FIXED.unpack_from(view, 0)
+    header_version = _HEADER_VERSIONS.get((api_key, api_version))
+    if header_version is None:
+        header_version = request_header_version(api_key, api_version)
+        if len(_HEADER_VERSIONS) < 4096:  # keys and versions a client sends, bounded anyway
+            _HEADER_VERSIONS[(api_key, api_version)] = header_version
     pos = _FIXED_PART
     client_id = ""
     if header_version >= 1:

@@ -81,6 +81,8 @@ def read_compact_length(buf: memoryview, pos: int, end: int, what: str) -> tuple
 
 def skip_tag_section(buf: memoryview, pos: int, end: int, what: str) -> int:
     """Skip a tagged-field section (count, then tag/size/bytes each); return the position after."""
+    if pos < end and buf[pos] == 0:  # nearly always: no tagged fields
+        return pos + 1
     count, pos = read_uvarint(buf, pos, end, f"{what} tag count")
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos, end, f"{what} tag")

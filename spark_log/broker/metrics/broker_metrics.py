@@ -16,10 +16,11 @@ import struct
 from collections.abc import Callable, Iterable, Sized
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from spark_log.broker.metrics.metric_series import CounterSeries, HistogramSeries, SeriesCollector
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.records.batch_header import HEADER_SIZE, LOG_OVERHEAD
 
@@ -67,51 +68,38 @@ class BrokerMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
-        self.requests = Counter("spark_log_requests", "Requests handled, by API.",
-                                ["api"], registry=r)
-        self.request_seconds = Histogram("spark_log_request_seconds",
-                                         "Time to handle a request, by API.", ["api"],
-                                         buckets=_LATENCY_BUCKETS, registry=r)
-        self.bytes_in = Counter("spark_log_bytes_in", "Record bytes produced, by topic.",
-                                ["topic"], registry=r)
-        self.messages_in = Counter("spark_log_messages_in", "Records produced, by topic.",
-                                   ["topic"], registry=r)
-        self.bytes_out = Counter("spark_log_bytes_out", "Record bytes fetched, by topic.",
-                                 ["topic"], registry=r)
-        self.messages_out = Counter("spark_log_messages_out", "Records fetched, by topic.",
-                                    ["topic"], registry=r)
-        self.failed_produce = Counter("spark_log_failed_produce_requests",
-                                      "Partition appends answered with an error, by topic.",
-                                      ["topic"], registry=r)
+        self.requests = CounterSeries("spark_log_requests", "Requests handled, by API.", "api",
+                                      api_name)
+        self.request_seconds = HistogramSeries("spark_log_request_seconds",
+                                               "Time to handle a request, by API.", "api",
+                                               _LATENCY_BUCKETS, api_name)
+        self.bytes_in = CounterSeries("spark_log_bytes_in", "Record bytes produced, by topic.",
+                                      "topic")
+        self.messages_in = CounterSeries("spark_log_messages_in", "Records produced, by topic.",
+                                         "topic")
+        self.bytes_out = CounterSeries("spark_log_bytes_out", "Record bytes fetched, by topic.",
+                                       "topic")
+        self.messages_out = CounterSeries("spark_log_messages_out", "Records fetched, by topic.",
+                                          "topic")
+        self.failed_produce = CounterSeries(
+            "spark_log_failed_produce_requests",
+            "Partition appends answered with an error, by topic.", "topic")
         self.count_records_out = False
         self._per_topic = (self.bytes_in, self.messages_in, self.bytes_out, self.messages_out,
                            self.failed_produce)
-        # labels() costs a lock and a lookup; these run on every request, so the children are
-        # looked up once per API or topic.
-        self._api_children: dict[int, tuple[Any, Any]] = {}
-        self._in_children: dict[str, tuple[Any, Any]] = {}
-        self._out_children: dict[str, tuple[Any, Any]] = {}
+        self.registry.register(SeriesCollector((self.requests, self.request_seconds,
+                                                *self._per_topic)))
 
     def observe_request(self, api_key: int, seconds: float) -> None:
-        children = self._api_children.get(api_key)
-        if children is None:
-            name = api_name(api_key)
-            children = self._api_children[api_key] = (self.requests.labels(name),
-                                                      self.request_seconds.labels(name))
-        children[0].inc()
-        children[1].observe(seconds)
+        self.requests.inc(api_key)
+        self.request_seconds.observe(api_key, seconds)
 
     def record_produce(self, topic: str, size: int, count: int) -> None:
-        children = self._in_children.get(topic)
-        if children is None:
-            children = self._in_children[topic] = (self.bytes_in.labels(topic),
-                                                   self.messages_in.labels(topic))
-        children[0].inc(size)
-        children[1].inc(count)
+        self.bytes_in.inc(topic, size)
+        self.messages_in.inc(topic, count)
 
     def record_failed_produce(self, topic: str) -> None:
-        self.failed_produce.labels(topic).inc()
+        self.failed_produce.inc(topic)
 
     def record_fetch(self, topic: str, partitions_records: Iterable[Sized]) -> None:
         """What one fetch returns for `topic`: the records of each partition (bytes or a file
@@ -119,21 +107,15 @@ class BrokerMetrics:
         parts = [r for r in partitions_records if len(r)]
         if not parts:
             return
-        children = self._out_children.get(topic)
-        if children is None:
-            children = self._out_children[topic] = (self.bytes_out.labels(topic),
-                                                    self.messages_out.labels(topic))
-        children[0].inc(sum(len(r) for r in parts))
+        self.bytes_out.inc(topic, sum(len(r) for r in parts))
         if self.count_records_out:
-            children[1].inc(sum(records_in(r) for r in parts))
+            self.messages_out.inc(topic, sum(records_in(r) for r in parts))
 
     def forget_topics(self, topics: Iterable[str]) -> None:
         """Drop the per-topic series of deleted topics."""
         for topic in topics:
-            self._in_children.pop(topic, None)
-            self._out_children.pop(topic, None)
-            for metric in self._per_topic:
-                metric.remove(topic)
+            for series in self._per_topic:
+                series.remove(topic)
 
     def add_state(self, read: StateReader) -> None:
         """Gauges computed at scrape time by `read()`."""

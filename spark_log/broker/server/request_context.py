@@ -3,8 +3,7 @@ parts as `Services`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from spark_log.protocol import RequestHeader
 
@@ -13,8 +12,7 @@ if TYPE_CHECKING:
     from spark_log.broker.server.services import Services
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContext:
+class RequestContext(NamedTuple):  # built per request: a tuple, not a frozen dataclass
     header: RequestHeader
     peer: Peer
     services: Services

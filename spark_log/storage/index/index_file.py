@@ -115,8 +115,10 @@ class IndexFile:
         return self._length // self.ENTRY.size
 
     @property
-    def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+    def is_full(self) -> bool:  # asked before every append: fields, not the properties
+        if not self._loaded:
+            self.load()
+        return self._entries >= self._length // self.ENTRY.size
 
     def resize(self, new_size: int) -> None:
         """Set the file length to `new_size` rounded down to whole entries, keeping entries."""

@@ -51,7 +51,9 @@ class TimeIndex(IndexFile):
     @property
     def is_full(self) -> bool:
         # Keep the last slot for the entry appended when the segment is rolled.
-        return self.entries >= self.max_entries - 1
+        if not self._loaded:
+            self.load()
+        return self._entries >= self._length // self.ENTRY.size - 1
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= target, or (NO_TIMESTAMP, base offset)."""
