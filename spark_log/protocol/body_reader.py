@@ -47,10 +47,17 @@ class BodyReader:
     def _length(self, what: str, classic: struct.Struct) -> int:
         """A length or count: int16/int32 before the flexible versions, uvarint N+1 in them;
         -1 is null."""
+        pos = self.pos
         if self.flexible:
-            raw, self.pos = read_uvarint(self.buf, self.pos, self.end, what)
+            if pos < self.end and self.buf[pos] < 0x80:  # one byte: nearly always
+                self.pos = pos + 1
+                return self.buf[pos] - 1
+            raw, self.pos = read_uvarint(self.buf, pos, self.end, what)
             return raw - 1
-        return self.fixed(classic, what)[0]
+        if pos + classic.size > self.end:
+            raise ProtocolError(f"truncated {what} at {pos}")
+        self.pos = pos + classic.size
+        return classic.unpack_from(self.buf, pos)[0]
 
     def count(self, what: str) -> int:
         n = self._length(what, _I32)
@@ -81,11 +88,15 @@ class BodyReader:
 
     def _nullable(self, what: str, classic: struct.Struct) -> memoryview | None:
         n = self._length(what, classic)
-        if n == -1:
-            return None
         if n < 0:
+            if n == -1:
+                return None
             raise ProtocolError(f"{what} has length {n}")
-        return self.take(n, what)
+        pos = self.pos
+        if pos + n > self.end:
+            raise ProtocolError(f"truncated {what}: {n} bytes at {pos}, {self.end - pos} left")
+        self.pos = pos + n
+        return self.buf[pos:pos + n]
 
     def uuid(self, what: str) -> uuid.UUID | None:
         raw = bytes(self.take(16, what))
@@ -95,6 +106,9 @@ class BodyReader:
         """The tagged fields here, each with a reader over just its value (none before the
         flexible versions)."""
         if not self.flexible:
+            return []
+        if self.pos < self.end and self.buf[self.pos] == 0:  # no tagged fields: nearly always
+            self.pos += 1
             return []
         count, self.pos = read_uvarint(self.buf, self.pos, self.end, f"{what} tag count")
         out = []
