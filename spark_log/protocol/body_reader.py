@@ -92,11 +92,7 @@ class BodyReader:
             if n == -1:
                 return None
             raise ProtocolError(f"{what} has length {n}")
-        pos = self.pos
-        if pos + n > self.end:
-            raise ProtocolError(f"truncated {what}: {n} bytes at {pos}, {self.end - pos} left")
-        self.pos = pos + n
-        return self.buf[pos:pos + n]
+        return self.take(n, what)
 
     def uuid(self, what: str) -> uuid.UUID | None:
         raw = bytes(self.take(16, what))

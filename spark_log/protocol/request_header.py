@@ -8,6 +8,7 @@ uses v0, everything else v1. Kafka reads a null client id as "", and so do we.
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import NamedTuple
 
@@ -19,7 +20,6 @@ __all__ = ["RequestHeader", "encode_request_header", "parse_request", "request_h
 
 _FIXED_PART = 8  # api_key + api_version + correlation_id
 _FIXED = struct.Struct(">hhi")
-_HEADER_VERSIONS: dict[tuple[int, int], int] = {}  # (api key, version) -> header version
 
 
 class RequestHeader(NamedTuple):
@@ -33,6 +33,7 @@ class RequestHeader(NamedTuple):
     header_version: int
 
 
+@functools.lru_cache(maxsize=1024)  # asked per request; bounded, as a client picks the keys
 def request_header_version(api_key: int, api_version: int) -> int:
     """The header version Kafka uses for requests of this API key and version."""
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
@@ -52,11 +53,7 @@ def parse_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader,
     end = len(view)
     need(end, 0, _FIXED_PART, "request header")
     api_key, api_version, correlation_id = _FIXED.unpack_from(view, 0)
-    header_version = _HEADER_VERSIONS.get((api_key, api_version))
-    if header_version is None:
-        header_version = request_header_version(api_key, api_version)
-        if len(_HEADER_VERSIONS) < 4096:  # keys and versions a client sends, bounded anyway
-            _HEADER_VERSIONS[(api_key, api_version)] = header_version
+    header_version = request_header_version(api_key, api_version)
     pos = _FIXED_PART
     client_id = ""
     if header_version >= 1:

@@ -177,14 +177,9 @@ class Segment:
         offset_index = self.offset_index
         if size > config.segment_size - messages_size:
             return True
-        if size > 0:
-            rolling_ts = self._rolling_ts
-            if rolling_ts is None:
-                rolling_ts = self.first_batch_timestamp()
-            waited = (max_timestamp - rolling_ts if rolling_ts is not None and rolling_ts >= 0
-                      else now_ms - self.created_ms)
-            if waited > config.max_segment_ms - self.roll_jitter_ms:
-                return True
+        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) \
+                > config.max_segment_ms - self.roll_jitter_ms:
+            return True
         return (offset_index.is_full or self.time_index.is_full
                 or not offset_index.can_append_offset(max_offset))
 
