@@ -8,8 +8,11 @@ contradicts the image is fatal for the loader: one ERROR line naming the offset 
 and nothing is published after it (the node's image stays as it was before that batch).
 
 Metadata transactions (KIP-868) are applied when their end is committed and dropped when
-aborted (`metadata_transactions`); an image is published once per batch, its provenance the
-offset of the last record it holds and the epoch of that batch.
+aborted (`metadata_transactions`). As Kafka's MetadataBatchLoader, the batches the quorum
+commits together are replayed into one delta and published as one image, its provenance the
+offset of the last record it holds and the epoch of that batch: a node starting on a long log
+publishes its end state once rather than every state the log passed through (a broker would
+otherwise take and drop each historical leadership in turn).
 """
 
 from __future__ import annotations
@@ -166,14 +169,29 @@ class MetadataLoader:
 
     # ---- the quorum's news ------------------------------------------------------------------
     def handle_commit(self, batches: Sequence[Batch]) -> None:
-        """Committed batches, in order (a commit listener of the driver)."""
+        """Committed batches, in order (a commit listener of the driver), published as one
+        image. A batch that cannot be applied is published without: the image is the one
+        after the batch before it."""
+        if self._error is not None:
+            return
+        loaded: list[RecordRun] = []  # the runs of the batches replayed whole
+        last: Provenance | None = None
         for batch in batches:
-            if self._error is not None:
-                return
             try:
-                self._load_batch(batch)
+                runs = self._load_batch(batch)
             except MetadataLoadError as exc:
+                self._delta = MetadataDelta(self._image)  # without the failed batch's part
+                for run in loaded:
+                    replay_run(self._delta, run)
+                if last is not None:
+                    self._publish(last)
                 self._fail(exc)
+                return
+            if runs:
+                loaded.extend(runs)
+                last = Provenance(runs[-1].last_offset, batch.epoch)
+        if last is not None:
+            self._publish(last)
         self._notify()
 
     def handle_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
@@ -199,7 +217,9 @@ class MetadataLoader:
         self._offset = snapshot_id.offset - 1
         self._notify()
 
-    def _load_batch(self, batch: Batch) -> None:
+    def _load_batch(self, batch: Batch) -> Sequence[RecordRun]:
+        """Replay a batch into the pending delta; the runs of records it applied."""
+        runs: Sequence[RecordRun] = ()
         if not batch.control:
             try:
                 runs = self._transactions.read(batch.base_offset, decode_batch(batch))
@@ -208,10 +228,10 @@ class MetadataLoader:
             for run in runs:
                 replay_run(self._delta, run)
             if runs:
-                self._publish(Provenance(runs[-1].last_offset, batch.epoch))
                 self._offset = runs[-1].last_offset
         if not self._transactions.open:
             self._offset = batch.last_offset
+        return runs
 
     def _publish(self, provenance: Provenance) -> None:
         delta = self._delta

@@ -1,6 +1,7 @@
-"""The metadata loader on a real lone-voter driver: images published per batch in order,
-transactions applied at their end and dropped when aborted, a snapshot loaded at the next start
-as a whole image, and a record that does not decode stopping the loader for good."""
+"""The metadata loader on a real lone-voter driver: images published per commit in order,
+transactions applied at their end and dropped when aborted, batches committed together
+published as one image (a start on a long log), a snapshot loaded at the next start as a whole
+image, and a record that does not decode stopping the loader for good."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from spark_log.metadata.records import (
     FeatureLevelRecord,
     TopicRecord,
 )
-from spark_log.raft.messages import OffsetAndEpoch
+from spark_log.raft.messages import Batch, OffsetAndEpoch
 
 from .controller_harness import ALONE
 from .quorum_harness import CLUSTER_ID
@@ -88,6 +89,38 @@ def test_images_are_published_per_batch_and_transactions_at_their_end(tmp_path: 
             await node.loader.wait_for_offset(last + 100, 0.05)
         await node.driver.close()
     asyncio.run(scenario())
+
+
+def test_batches_committed_together_are_published_as_one_image(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = await Node(tmp_path).start()
+        await node.commit(MV, topic("one"))
+        await node.commit(topic("two"))
+        await node.commit(topic("three"))
+        ends = [image for _, image in node.published]
+        await node.driver.close()
+        again = await Node(tmp_path).start()  # the whole log commits at once on a restart
+        assert len(again.published) == 1
+        delta, image = again.published[0]
+        assert delta.image == MetadataImage.EMPTY  # one delta from nothing to the end state
+        assert again.topics == {"one", "two", "three"}
+        assert image.provenance == ends[-1].provenance
+        await again.driver.close()
+    asyncio.run(scenario())
+
+
+def test_a_batch_that_fails_is_left_out_of_the_image_of_its_delivery(
+        caplog: pytest.LogCaptureFixture) -> None:
+    loader = MetadataLoader(node_id=1)
+    published: list[MetadataImage] = []
+    loader.add_publisher(lambda delta, image: published.append(image))
+    good = Batch(0, 1, (encode_record(MV), encode_record(topic("good"))))
+    half = Batch(2, 1, (encode_record(topic("in the bad batch")), b"\x00\xff\xff\xff"))
+    with caplog.at_level(logging.ERROR, logger="spark_log.controller"):
+        loader.handle_commit([good, half, Batch(4, 1, (encode_record(topic("after")),))])
+    assert [set(image.topics_by_name) for image in published] == [{"good"}]
+    assert loader.image.provenance.offset == 1 == loader.offset
+    assert loader.error is not None and loader.error.offset == 3
 
 
 def test_a_snapshot_is_loaded_as_a_whole_image_at_the_next_start(tmp_path: Path) -> None:
