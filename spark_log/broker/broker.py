@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
@@ -77,8 +78,10 @@ class Broker:
     broker is unfenced, so every request sees metadata at least as new as its registration."""
 
     def __init__(self, config: BrokerConfig, clock: Clock, cluster_id: str,
-                 channel: ControllerChannel, new_dir: bool) -> None:
+                 channel: ControllerChannel, new_dir: bool,
+                 incarnation_id: uuid.UUID | None = None) -> None:
         self.config, self.clock, self.cluster_id = config, clock, cluster_id
+        self.incarnation_id = incarnation_id or uuid.uuid4()  # this process's registration
         self.node_id = config.node_id
         data_dir = config.data_dir
         assert data_dir is not None, "log.dirs must be set"
@@ -150,7 +153,7 @@ class Broker:
             self.node_id, self.cluster_id, self.channel,
             [ListenerEndpoint(self.listener_name, self.advertised_host, self.advertised_port)],
             self.config.rack, lambda: self.metadata.offset,
-            self.config.get("broker.heartbeat.interval.ms"))
+            self.config.get("broker.heartbeat.interval.ms"), self.incarnation_id)
         self.lifecycle.start()
         while not await self.lifecycle.wait_unfenced(30.0):
             log.info("Broker %d is waiting for the controller to unfence it", self.node_id)

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import time
+import uuid
 
 from prometheus_client import CollectorRegistry
 
@@ -73,6 +75,7 @@ class Node:
         self._elections: ElectionTimer | None = None
         self._metrics_server: asyncio.Server | None = None
         self._leader = -1
+        self.incarnation_id = uuid.uuid4()  # this process's broker registration
 
     # ---- what tests and tools read --------------------------------------------------------
     @property
@@ -135,9 +138,12 @@ class Node:
             max_record_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"),
             max_interval_ms=config.get("metadata.log.max.snapshot.interval.ms")).publish)
         if config.is_controller:
+            settings = settings_from(config, self.cluster_id)
+            if config.is_broker:  # combined: the controller knows its own process's broker
+                settings = dataclasses.replace(settings,
+                                               local_broker_incarnation=self.incarnation_id)
             self.controller = QuorumController(
-                driver, settings_from(config, self.cluster_id), timings=timings_from(config),
-                bootstrap=bootstrap)
+                driver, settings, timings=timings_from(config), bootstrap=bootstrap)
             self.controller_apis = ControllerDispatcher(driver, self.controller)
 
     def _imported(self) -> list[object]:
@@ -156,7 +162,8 @@ class Node:
             self.node_id, self.controller_apis, lambda: self._leader,
             {voter: address for voter, address in self.config.voters.items()},
             self.config.get("controller.socket.timeout.ms"))
-        self.broker = Broker(self.config, self.clock, self.cluster_id, self.channel, new_dir)
+        self.broker = Broker(self.config, self.clock, self.cluster_id, self.channel, new_dir,
+                             self.incarnation_id)
         self.broker.open(self.loader)
 
     def _open_metrics(self) -> None:

@@ -70,7 +70,8 @@ def register_broker(image: MetadataImage, request: Any, heartbeats: BrokerHeartb
     """A BrokerRegistration (v0-v4): the RegisterBrokerRecord and the response with the
     broker epoch. A new incarnation is registered fenced with epoch `next_offset`; the same
     incarnation re-registering keeps its epoch and state; a broker id another incarnation holds
-    with a live session is refused (DUPLICATE_BROKER_REGISTRATION)."""
+    with a live session is refused (DUPLICATE_BROKER_REGISTRATION), unless the new one is the
+    broker in this controller's own process (`settings.local_broker_incarnation`)."""
     try:
         record, changes = _registration(image, request, heartbeats, settings, now_ms,
                                         next_offset)
@@ -97,8 +98,9 @@ def _registration(image: MetadataImage, request: Any, heartbeats: BrokerHeartbea
                               f"{request.cluster_id}")
     broker_id = request.broker_id
     existing = image.broker(broker_id)
-    if (existing is not None and heartbeats.has_valid_session(image, broker_id, now_ms)
-            and existing.incarnation_id != request.incarnation_id):
+    if (existing is not None and existing.incarnation_id != request.incarnation_id
+            and heartbeats.has_valid_session(image, broker_id, now_ms)
+            and not _successor_in_this_process(settings, request)):
         raise ControllerError(ErrorCode.duplicate_broker_registration,
                               "Another broker is registered with that broker id.")
     if getattr(request, "is_migrating_zk_broker", False):
@@ -120,6 +122,15 @@ def _registration(image: MetadataImage, request: Any, heartbeats: BrokerHeartbea
     elif existing is not None:
         leave_partitions(image, settings, broker_id, changes)
     return record, changes
+
+
+def _successor_in_this_process(settings: ControllerSettings, request: Any) -> bool:
+    """Whether the registering broker is the one in this controller's own process (a combined
+    node restarted, after SIGKILL say): the incarnation it replaces ran in an earlier process of
+    this node, which has ended, so its session need not run out first."""
+    return (settings.local_broker_incarnation is not None
+            and request.broker_id == settings.node_id
+            and request.incarnation_id == settings.local_broker_incarnation)
 
 
 def _amended(record: RegisterBrokerRecord, epoch: int, fenced: bool,

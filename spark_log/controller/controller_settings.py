@@ -6,6 +6,7 @@ and rebalancing, topic deletion, and when to take a metadata snapshot.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -41,6 +42,10 @@ class ControllerSettings:
     # metadata.log.max.record.bytes.between.snapshots, metadata.log.max.snapshot.interval.ms
     max_record_bytes_between_snapshots: int = 20 * 1024 * 1024
     max_snapshot_interval_ms: int = 3_600_000
+    # On a combined node: the incarnation of the broker in this controller's own process. A
+    # registration of it replaces the node's earlier incarnation without waiting for that
+    # one's session: the process that held it is gone (this one holds the node's locks).
+    local_broker_incarnation: uuid.UUID | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "topic_defaults", _frozen(self.topic_defaults))

@@ -122,6 +122,37 @@ def test_a_restart_after_sigkill_says_unclean(tmp_path: Path) -> None:
     assert "(unclean shutdown: logs recovered from their recovery points)" in line
 
 
+def test_a_node_restarted_after_sigkill_registers_without_waiting_out_its_old_session(
+        tmp_path: Path) -> None:
+    # The restarted controller still counts the killed incarnation's session, but that
+    # incarnation was this node's earlier process: its own broker is registered at once, and
+    # the records written before the kill are served again.
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log")
+    try:
+        start_logged(broker, "first")
+        fill(broker, "orders", 2, 10)
+        broker.kill()
+        log = start_logged(broker, "second")
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("orders", p, 0) for p in (0, 1)])
+            values = set()
+            for _ in range(100):
+                if len(values) == 10:
+                    break
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    values.add(message.value())
+        finally:
+            consumer.close()
+    finally:
+        assert broker.stop() == 0
+    assert values == {f"record-{n}".encode() for n in range(10)}
+    assert "registered with the controller" in log
+    assert "registration refused" not in log and "session expired" not in log, log
+
+
 def test_a_used_directory_killed_before_any_topic_still_says_unclean(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log")
     try:

@@ -5,6 +5,8 @@ request, controlled shutdown until the broker leads nothing), session expiry, un
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from spark_log.controller.broker_heartbeats import BrokerHeartbeats
@@ -104,6 +106,33 @@ def test_a_broker_id_held_by_a_live_incarnation_is_refused() -> None:
                              settings=SETTINGS, now_ms=TIMEOUT, next_offset=9)
     assert result.response.error_code == ErrorCode.duplicate_broker_registration
     assert result.records == ()
+
+
+def test_the_broker_of_the_controllers_own_process_replaces_its_live_predecessor_at_once(
+        ) -> None:
+    # A combined node restarted after SIGKILL: its earlier incarnation's session still runs
+    # on the new controller, but that incarnation's process is gone.
+    image = image_of(broker(1), broker(2), topic("t", [[1, 2]]))
+    own = dataclasses.replace(SETTINGS, node_id=1, local_broker_incarnation=incarnation(1, 1))
+    result = register_broker(image, registration(1, generation=1), live(image, 0),
+                             settings=own, now_ms=1, next_offset=60)
+    assert result.response.error_code == ErrorCode.none
+    assert result.response.broker_epoch == 60
+    after = apply(image, result)
+    assert after.broker(1).fenced and after.broker(1).incarnation_id == incarnation(1, 1)
+    assert after.partition("t", 0).leader == 2  # its leaderships moved off, as on expiry
+
+
+@pytest.mark.parametrize("node_id, generation", [(1, 2), (2, 1)])
+def test_only_that_broker_skips_the_wait(node_id: int, generation: int) -> None:
+    # Another incarnation than the process's own, or the own incarnation id under a node id
+    # that is not the controller's, is a second live broker: refused.
+    image = image_of(broker(1))
+    own = dataclasses.replace(SETTINGS, node_id=node_id,
+                              local_broker_incarnation=incarnation(1, generation))
+    result = register_broker(image, registration(1, generation=1), live(image, 0),
+                             settings=own, now_ms=1, next_offset=9)
+    assert result.response.error_code == ErrorCode.duplicate_broker_registration
 
 
 def test_a_new_incarnation_replaces_one_whose_session_expired_and_takes_its_leaderships(
