@@ -28,10 +28,12 @@ class BodyReader:
         self.buf, self.flexible, self.pos = buf, flexible, pos
         self.end = len(buf) if end is None else end
 
-    def fixed(self, fmt: struct.Struct, what: str) -> tuple:
+    def fixed(self, fmt: struct.Struct, what: str | tuple[str, ...]) -> tuple:
+        """The fields of `fmt` (one-letter codes, no counts); `what` names them all, or each
+        one, so that a truncated body names the field it ends in."""
         pos = self.pos
         if pos + fmt.size > self.end:
-            raise ProtocolError(f"truncated {what} at {pos}")
+            raise _truncated(fmt, what, pos, self.end)
         self.pos = pos + fmt.size
         return fmt.unpack_from(self.buf, pos)
 
@@ -122,3 +124,14 @@ class BodyReader:
             raise ProtocolError(f"truncated {what}: {n} bytes at {pos}, {self.end - pos} left")
         self.pos = pos + n
         return self.buf[pos:pos + n]
+
+
+def _truncated(fmt: struct.Struct, what: str | tuple[str, ...], pos: int,
+               end: int) -> ProtocolError:
+    if isinstance(what, tuple):
+        for code, name in zip(fmt.format.lstrip("<>!=@"), what, strict=True):
+            size = struct.calcsize(">" + code)
+            if pos + size > end:
+                return ProtocolError(f"truncated {name} at {pos}")
+            pos += size
+    return ProtocolError(f"truncated {what} at {pos}")

@@ -10,8 +10,9 @@ equal to kio on every version.
 
 from __future__ import annotations
 
+import struct
 import uuid
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .body_reader import BodyReader
 from .errors import ProtocolError
@@ -25,16 +26,30 @@ FIRST_TOPIC_ID = 13
 FIRST_REPLICA_STATE = 15  # replica_id moves into a tagged field
 
 _I64_MAX = (1 << 63) - 1
+# The fixed fields read with one unpack each, by version range.
+_HEAD_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
+_HEAD_V7 = struct.Struct(">iiiibii")  # ... session_id, session_epoch
+_HEAD_V15 = struct.Struct(">iiibii")  # v15+: replica_id moved into replica_state
+_PARTITION_V4 = struct.Struct(">iqi")  # partition, fetch_offset, partition_max_bytes
+_PARTITION_V5 = struct.Struct(">iqqi")  # ... log_start_offset before the max bytes
+_PARTITION_V9 = struct.Struct(">iiqqi")  # ... current_leader_epoch after the partition
+_PARTITION_V12 = struct.Struct(">iiqiqi")  # ... last_fetched_epoch after fetch_offset
+_HEAD_NAMES = ("replica_id", "max_wait", "min_bytes", "max_bytes", "isolation_level")
+_SESSION_NAMES = ("session_id", "session_epoch")
+_PARTITION_V4_NAMES = ("partition", "fetch_offset", "partition_max_bytes")
+_PARTITION_V5_NAMES = ("partition", "fetch_offset", "log_start_offset", "partition_max_bytes")
+_PARTITION_V9_NAMES = ("partition", "current_leader_epoch", "fetch_offset", "log_start_offset",
+                       "partition_max_bytes")
+_PARTITION_V12_NAMES = ("partition", "current_leader_epoch", "fetch_offset",
+                        "last_fetched_epoch", "log_start_offset", "partition_max_bytes")
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaState:
+class ReplicaState(NamedTuple):
     replica_id: int = -1
     replica_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class FetchPartition:
+class FetchPartition(NamedTuple):
     partition: int
     current_leader_epoch: int
     fetch_offset: int
@@ -45,8 +60,7 @@ class FetchPartition:
     high_watermark: int = _I64_MAX
 
 
-@dataclass(frozen=True, slots=True)
-class FetchTopic:
+class FetchTopic(NamedTuple):
     """One topic: `topic` (its name) before v13, `topic_id` from v13; the other is None."""
 
     topic: str | None
@@ -54,8 +68,7 @@ class FetchTopic:
     partitions: tuple[FetchPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class FetchRequest:
+class FetchRequest(NamedTuple):
     """A decoded Fetch request. `replica_id` is -1 for a consumer; from v15 a follower names
     itself in `replica_state` instead, and `replica_id` repeats it."""
 
@@ -85,12 +98,17 @@ def decode_fetch_request(version: int, body: bytes | memoryview) -> FetchRequest
 
 
 def _decode(r: BodyReader, version: int) -> FetchRequest:
-    replica_id = r.int32("replica_id") if version < FIRST_REPLICA_STATE else -1
-    max_wait_ms, min_bytes, max_bytes = r.int32("max_wait"), r.int32("min_bytes"), \
-        r.int32("max_bytes")
-    isolation_level = r.int8("isolation_level")
-    session_id, session_epoch = (r.int32("session_id"), r.int32("session_epoch")) \
-        if version >= 7 else (0, -1)
+    if version < 7:
+        replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level = r.fixed(
+            _HEAD_V4, _HEAD_NAMES)
+        session_id, session_epoch = 0, -1
+    elif version < FIRST_REPLICA_STATE:
+        replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, \
+            session_epoch = r.fixed(_HEAD_V7, _HEAD_NAMES + _SESSION_NAMES)
+    else:
+        replica_id = -1
+        max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch = \
+            r.fixed(_HEAD_V15, _HEAD_NAMES[1:] + _SESSION_NAMES)
     topics = tuple(_topic(r, version, partitions=True) for _ in range(r.count("topics")))
     forgotten = tuple(_topic(r, version, partitions=False)
                       for _ in range(r.count("forgotten_topics_data"))) if version >= 7 else ()
@@ -125,12 +143,25 @@ def _topic(r: BodyReader, version: int, partitions: bool) -> FetchTopic:
 
 
 def _partition(r: BodyReader, version: int) -> FetchPartition:
-    partition = r.int32("partition")
-    leader_epoch = r.int32("current_leader_epoch") if version >= 9 else -1
-    fetch_offset = r.int64("fetch_offset")
-    last_fetched_epoch = r.int32("last_fetched_epoch") if version >= 12 else -1
-    log_start_offset = r.int64("log_start_offset") if version >= 5 else -1
-    max_bytes = r.int32("partition_max_bytes")
+    if version >= 12:
+        partition, leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, \
+            max_bytes = r.fixed(_PARTITION_V12, _PARTITION_V12_NAMES)
+        if r.pos < r.end and r.buf[r.pos] == 0:  # no tagged fields: nearly always
+            r.pos += 1
+            return FetchPartition(partition, leader_epoch, fetch_offset, last_fetched_epoch,
+                                  log_start_offset, max_bytes)
+    elif version >= 9:
+        partition, leader_epoch, fetch_offset, log_start_offset, max_bytes = r.fixed(
+            _PARTITION_V9, _PARTITION_V9_NAMES)
+        last_fetched_epoch = -1
+    else:
+        last_fetched_epoch = leader_epoch = -1
+        if version >= 5:
+            partition, fetch_offset, log_start_offset, max_bytes = r.fixed(
+                _PARTITION_V5, _PARTITION_V5_NAMES)
+        else:
+            partition, fetch_offset, max_bytes = r.fixed(_PARTITION_V4, _PARTITION_V4_NAMES)
+            log_start_offset = -1
     directory, high_watermark = None, _I64_MAX
     for tag, value in r.tags("partition"):
         if tag == 0 and version >= 17:

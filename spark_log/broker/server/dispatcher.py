@@ -79,6 +79,8 @@ class Dispatcher:
             return value
         if isinstance(value, bytes):  # a hot-path handler encoded its own frame (Produce)
             return [value]
+        if isinstance(value, list):  # ... or its frame's parts (Fetch)
+            return value
         return self._encode(header.api_key, header.api_version, header.correlation_id, value)
 
     @staticmethod

@@ -27,6 +27,7 @@ from spark_log.broker.server.services import Services
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.fetch_request import FetchRequest
+from spark_log.protocol.fetch_response import encode_plain_fetch_response
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -44,7 +45,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, 
     deadline = time.monotonic() + max_wait_ms / 1000
     replica_id = request.replica_id  # -1: a consumer (v15+: from replica_state)
     while True:
-        responses, size, errored = _read(services, request, topics, replica_id)
+        responses, size, errored, tagged = _read(services, request, topics, replica_id)
         remaining = deadline - time.monotonic()
         if size >= request.min_bytes or errored or remaining <= 0 or not wanted:
             break
@@ -52,6 +53,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, 
     for t in responses:
         if t["topic"] and replica_id < 0:
             services.metrics.record_fetch(t["topic"], [p["records"] for p in t["partitions"]])
+    if not tagged:  # the usual answer: written straight from these values
+        return encode_plain_fetch_response(ctx.header.correlation_id, ctx.version,
+                                           ErrorCode.none, 0, responses)
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
             "responses": responses, "node_endpoints": leader_endpoints(services, responses)}
 
@@ -83,10 +87,12 @@ def _resolve(services: Services, topic: Any) -> tuple[str | None, uuid.UUID, Any
 
 
 def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.UUID, Any]],
-          replica_id: int) -> tuple[list[dict[str, Any]], int, bool]:
+          replica_id: int) -> tuple[list[dict[str, Any]], int, bool, bool]:
+    """The topics' entries, their records' size, whether any partition failed, and whether any
+    partition's entry sets a tagged field (a current leader or a diverging epoch)."""
     budget = request.max_bytes
     total = 0
-    errored = False
+    errored = tagged = False
     responses = []
     for name, topic_id, topic in topics:
         partitions = []
@@ -99,10 +105,12 @@ def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.
                                         first=total == 0)
             size = _size(entry["records"])
             total += size
-            errored |= entry["error_code"] != ErrorCode.none or "diverging_epoch" in entry
+            if entry["error_code"] != ErrorCode.none or "diverging_epoch" in entry:
+                errored = True
+                tagged |= "current_leader" in entry or "diverging_epoch" in entry
             partitions.append(entry)
         responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
-    return responses, total, errored
+    return responses, total, errored, tagged
 
 
 def _read_partition(services: Services, request: Any, name: str | None, p: Any, budget: int,
