@@ -34,7 +34,8 @@ READ_CHUNK = 256 * 1024
 
 
 class FileRegion(Protocol):
-    """A slice of an open file to send with os.sendfile (storage's FetchSlice satisfies it)."""
+    """A slice of an open file to send with os.sendfile (storage's FetchSlice satisfies it). A
+    region may also have `data`, its bytes when the read that cut it copied them already."""
 
     size: int
     position: int
@@ -133,7 +134,8 @@ def _coalesced(parts: Sequence[Part]) -> list[Part]:
                 run.append(part)
                 continue
         elif 0 < part.size <= SMALL_REGION_BYTES:
-            run.append(_read_region(part))
+            data = getattr(part, "data", None)  # a small read's bytes, copied already
+            run.append(_read_region(part) if data is None else data)
             continue
         if run:
             out.append(run[0] if len(run) == 1 else b"".join(run))

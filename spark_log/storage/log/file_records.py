@@ -41,13 +41,16 @@ class FileHandle:
 class FetchSlice:
     """`size` bytes of whole batches at `position` of an open log file (empty: size 0).
 
-    Cheap to create and pass around; holds the file open until it is dropped.
+    Cheap to create and pass around; holds the file open until it is dropped. `data`, when the
+    read that cut the slice already copied its bytes (a small read), is those bytes, so they
+    are not read again to be sent.
     """
 
     handle: FileHandle | None
     position: int
     size: int
     next_offset: int | None = None  # the offset after the last batch, when the read saw it
+    data: bytes | memoryview | None = None
 
     def __len__(self) -> int:
         return self.size
@@ -61,6 +64,8 @@ class FetchSlice:
         """The slice's bytes (shorter only if the log was truncated since the slice was cut)."""
         if self.handle is None or self.size == 0:
             return b""
+        if self.data is not None:
+            return bytes(self.data)
         chunks, done = [], 0
         while done < self.size:
             chunk = os.pread(self.handle.fd, self.size - done, self.position + done)
@@ -138,8 +143,9 @@ class FileRecords:
         self.size += self.fs.write_fully(self.fd, buffers, position)
         return position
 
-    def slice(self, position: int, size: int, next_offset: int | None = None) -> FetchSlice:
-        return FetchSlice(self._handle, position, size, next_offset) if size > 0 \
+    def slice(self, position: int, size: int, next_offset: int | None = None,
+              data: bytes | memoryview | None = None) -> FetchSlice:
+        return FetchSlice(self._handle, position, size, next_offset, data) if size > 0 \
             else EMPTY_SLICE
 
     def read(self, position: int, size: int) -> bytes:

@@ -10,8 +10,8 @@ hide lost data); the broker must restart, and recovery then truncates whatever i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from types import TracebackType
 
 from spark_log.storage.errors import KafkaStorageError
 
@@ -36,14 +36,10 @@ class LogDirFailure:
         if self.error is not None:
             raise KafkaStorageError(f"log directory {self.data_dir} is offline: {self.error}")
 
-    @contextmanager
-    def guard(self, action: str) -> Iterator[None]:
-        """Run an I/O step: refuse if already failed; an OSError inside fails the directory."""
-        self.check()
-        try:
-            yield
-        except OSError as e:
-            raise self.fail(action, e) from e
+    def guard(self, action: str) -> _Guard:
+        """Run an I/O step: refuse if already failed; an OSError inside fails the directory.
+        A plain object, not a generator context manager: every read and append passes here."""
+        return _Guard(self, action)
 
     def fail(self, action: str, cause: Exception) -> KafkaStorageError:
         """Take the directory offline (an I/O error, or a batch found damaged); returns the
@@ -57,3 +53,20 @@ class LogDirFailure:
             for hook in self.on_failure:
                 hook()
         return error
+
+
+class _Guard:
+    """`with failure.guard(action):` (see `LogDirFailure.guard`)."""
+
+    __slots__ = ("action", "failure")
+
+    def __init__(self, failure: LogDirFailure, action: str) -> None:
+        self.failure, self.action = failure, action
+
+    def __enter__(self) -> None:
+        self.failure.check()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if isinstance(error, OSError):
+            raise self.failure.fail(self.action, error) from error

@@ -14,6 +14,9 @@ from spark_log.records.batch_header import HEADER_SIZE, read_header
 from spark_log.storage.log.file_records import FileRecords
 
 SMALL_READ_BYTES = 64 * 1024  # above this a read walks a map of the file instead of a copy
+# Read at least this much: as cheap as reading one header, and it holds the whole first batch
+# a fetch of a few bytes per partition gets anyway (min_one_batch), so that is not read again.
+MIN_READ_BYTES = 4096
 REMEMBERED = 64  # positions kept per segment: one per consumer keeping up, and some
 
 
@@ -44,14 +47,16 @@ class ReadPositions:
 
 
 def read_from(log: FileRecords, position: int, offset: int, max_bytes: int,
-              max_offset: int | None, min_one_batch: bool) -> tuple[int, int, int] | None:
-    """(start, end, offset after the last batch) of a read of whole batches from `position`,
-    where the first batch with a last offset at or after `offset` starts: at most `max_bytes`
-    (the first batch whole when `min_one_batch`), none starting at or after `max_offset`.
+              max_offset: int | None, min_one_batch: bool
+              ) -> tuple[int, int, int, memoryview | None] | None:
+    """(start, end, offset after the last batch, the bytes read when they hold the whole
+    range) of a read of whole batches from `position`, where the first batch with a last
+    offset at or after `offset` starts: at most `max_bytes` (the first batch whole when
+    `min_one_batch`), none starting at or after `max_offset`.
     None when the read would span more than SMALL_READ_BYTES, reaches nothing, or the bytes
     there are not what the position promised — the caller then takes the indexed path, which
     also reports damage."""
-    want = min(log.size - position, max(max_bytes, HEADER_SIZE))
+    want = min(log.size - position, max(max_bytes, MIN_READ_BYTES))
     if want < HEADER_SIZE or want > SMALL_READ_BYTES:
         return None
     buf = memoryview(log.read(position, want))
@@ -64,7 +69,7 @@ def read_from(log: FileRecords, position: int, offset: int, max_bytes: int,
     limit = max(max_bytes, first.size) if min_one_batch else max_bytes
     if first.size > len(buf):  # only a first batch read whole by min_one_batch is this large
         if min_one_batch and position + first.size <= log.size:
-            return position, position + first.size, first.next_offset
+            return position, position + first.size, first.next_offset, None
         return None
     end, next_offset, header = 0, None, first
     while True:
@@ -81,4 +86,4 @@ def read_from(log: FileRecords, position: int, offset: int, max_bytes: int,
             return None
     if next_offset is None:
         return None
-    return position, position + end, next_offset
+    return position, position + end, next_offset, buf[:end]

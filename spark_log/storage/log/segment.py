@@ -224,7 +224,8 @@ class Segment:
             small = read_from(self.log, known, start_offset, max_bytes, max_offset,
                               min_one_batch)
             if small is not None:
-                return self._slice(*small, end_offset)
+                start, end, next_offset, data = small
+                return self._slice(start, end, next_offset, end_offset, data)
         try:
             found = self.translate_offset(start_offset)
             if found is None:
@@ -245,12 +246,13 @@ class Segment:
         return self._slice(start, end, next_offset, end_offset)
 
     def _slice(self, start: int, end: int, next_offset: int | None,
-               end_offset: int | None) -> FetchSlice:
-        """The checked slice [start, end); where it ends is remembered for the next read."""
+               end_offset: int | None, data: memoryview | None = None) -> FetchSlice:
+        """The checked slice [start, end) (`data`: its bytes, if read); where it ends is
+        remembered for the next read."""
         self.check(start, end, end_offset)
         if next_offset is not None and end > start:
             self._read_positions.remember(next_offset, end)
-        return self.log.slice(start, end - start, next_offset)
+        return self.log.slice(start, end - start, next_offset, data)
 
     def _read_end(self, start: int, stop: int, max_offset: int | None
                   ) -> tuple[int, int | None]:

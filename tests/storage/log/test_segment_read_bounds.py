@@ -112,3 +112,17 @@ def test_reads_that_follow_each_other_match_a_full_header_walk(
                 assert got.next_offset in (None, last.next_offset)
                 start = last.next_offset
         segment.close()
+
+
+def test_a_read_from_a_remembered_position_carries_the_bytes_it_read() -> None:
+    """The consumer keeping up: the read after a read starts where that one ended, copies the
+    batches once, and the slice hands those bytes on so they are not read again to be sent."""
+    with tempfile.TemporaryDirectory() as tmp:
+        segment, data, end = filled(tmp, 4096, [(2, 0)] * 5, 50)
+        first = segment.read(BASE, 1, min_one_batch=True)  # one batch: the indexed path
+        assert first.data is None and first.next_offset == BASE + 2
+        second = segment.read(BASE + 2, len(data), min_one_batch=True)
+        assert second.data is not None
+        assert bytes(second.data) == data[first.size:] == second.read_bytes()
+        assert second.next_offset == end
+        segment.close()
