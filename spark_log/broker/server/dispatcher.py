@@ -4,7 +4,8 @@ An API version the broker does not serve closes the connection (as Kafka does), 
 ApiVersions, which gets the v0 error reply listing our range so the client can retry. A handler
 returns a version-independent dict that is built into the response entity of the request's
 version (`entity_build.build`); Fetch responses are encoded as parts so record bytes go out with
-`os.sendfile`.
+`os.sendfile`. The hottest handlers may encode their own answer: Produce returns the frame's
+bytes, Fetch (usually) its parts.
 """
 
 from __future__ import annotations

@@ -34,7 +34,9 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @handles(ApiKey.FETCH)
-async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest
+                       ) -> dict[str, Any] | list[Any]:
+    """The answer's frame parts when no partition sets a tagged field, else its values."""
     services = ctx.services
     if request.session_id != 0:
         return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found,
