@@ -90,8 +90,6 @@ def encode_plain_fetch_response(correlation_id: int, version: int, error_code: i
         raise EncodeError(f"FetchResponse v{version} is not written here")
     flexible = version >= _FIRST_FLEXIBLE
     tags = _NO_TAGS if flexible else b""
-    head = _PARTITION_HEAD_V5 if version >= 5 else _PARTITION_HEAD_V4
-    null = _NULL_COMPACT if flexible else _NULL_CLASSIC
     count = _compact_count if flexible else INT32.pack
     parts: list[Part] = []
     pending = [bytes(SIZE_PREFIX.size), INT32.pack(correlation_id), tags, INT32.pack(0)]
@@ -108,25 +106,9 @@ def encode_plain_fetch_response(correlation_id: int, version: int, error_code: i
         partitions = topic["partitions"]
         pending.append(count(len(partitions)))
         for p in partitions:
-            if version >= 5:
-                pending.append(head.pack(p["partition_index"], p["error_code"],
-                                         p["high_watermark"], p["last_stable_offset"],
-                                         p["log_start_offset"]))
-            else:
-                pending.append(head.pack(p["partition_index"], p["error_code"],
-                                         p["high_watermark"], p["last_stable_offset"]))
-            aborted = p["aborted_transactions"]
-            if aborted is None:
-                pending.append(null)
-            else:
-                pending.append(count(len(aborted)))
-                pending.extend(_ABORTED.pack(txn["producer_id"], txn["first_offset"]) + tags
-                               for txn in aborted)
-            if version >= 11:
-                pending.append(INT32.pack(p["preferred_read_replica"]))
             records = p["records"]
             size = records_size(records)
-            pending.append(uvarint(size + 1) if flexible else INT32.pack(size))
+            pending.append(_plain_partition_head(p, version, size))
             if size:
                 chunk = b"".join(pending)
                 parts.append(chunk)
@@ -143,6 +125,30 @@ def encode_plain_fetch_response(correlation_id: int, version: int, error_code: i
     SIZE_PREFIX.pack_into(first, 0, total - SIZE_PREFIX.size)
     parts[0] = bytes(first)
     return parts
+
+
+def _plain_partition_head(p: dict[str, Any], version: int, size: int) -> bytes:
+    """A partition's fields up to and including its records' length prefix."""
+    flexible = version >= _FIRST_FLEXIBLE
+    if version >= 5:
+        out = [_PARTITION_HEAD_V5.pack(p["partition_index"], p["error_code"],
+                                       p["high_watermark"], p["last_stable_offset"],
+                                       p["log_start_offset"])]
+    else:
+        out = [_PARTITION_HEAD_V4.pack(p["partition_index"], p["error_code"],
+                                       p["high_watermark"], p["last_stable_offset"])]
+    aborted = p["aborted_transactions"]
+    if aborted is None:
+        out.append(_NULL_COMPACT if flexible else _NULL_CLASSIC)
+    else:
+        tags = _NO_TAGS if flexible else b""
+        out.append(_compact_count(len(aborted)) if flexible else INT32.pack(len(aborted)))
+        out.extend(_ABORTED.pack(txn["producer_id"], txn["first_offset"]) + tags
+                   for txn in aborted)
+    if version >= 11:
+        out.append(INT32.pack(p["preferred_read_replica"]))
+    out.append(uvarint(size + 1) if flexible else INT32.pack(size))
+    return b"".join(out)
 
 
 def _compact_count(count: int) -> bytes:
