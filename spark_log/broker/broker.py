@@ -78,10 +78,9 @@ class Broker:
     broker is unfenced, so every request sees metadata at least as new as its registration."""
 
     def __init__(self, config: BrokerConfig, clock: Clock, cluster_id: str,
-                 channel: ControllerChannel, new_dir: bool,
-                 incarnation_id: uuid.UUID | None = None) -> None:
+                 channel: ControllerChannel, new_dir: bool, incarnation_id: uuid.UUID) -> None:
         self.config, self.clock, self.cluster_id = config, clock, cluster_id
-        self.incarnation_id = incarnation_id or uuid.uuid4()  # this process's registration
+        self.incarnation_id = incarnation_id  # this process's registration (the node's)
         self.node_id = config.node_id
         data_dir = config.data_dir
         assert data_dir is not None, "log.dirs must be set"

@@ -130,25 +130,32 @@ def encode_plain_fetch_response(correlation_id: int, version: int, error_code: i
 def _plain_partition_head(p: dict[str, Any], version: int, size: int) -> bytes:
     """A partition's fields up to and including its records' length prefix."""
     flexible = version >= _FIRST_FLEXIBLE
-    if version >= 5:
-        out = [_PARTITION_HEAD_V5.pack(p["partition_index"], p["error_code"],
-                                       p["high_watermark"], p["last_stable_offset"],
-                                       p["log_start_offset"])]
-    else:
-        out = [_PARTITION_HEAD_V4.pack(p["partition_index"], p["error_code"],
-                                       p["high_watermark"], p["last_stable_offset"])]
     aborted = p["aborted_transactions"]
     if aborted is None:
-        out.append(_NULL_COMPACT if flexible else _NULL_CLASSIC)
+        listed = _NULL_COMPACT if flexible else _NULL_CLASSIC
     else:
         tags = _NO_TAGS if flexible else b""
-        out.append(_compact_count(len(aborted)) if flexible else INT32.pack(len(aborted)))
-        out.extend(_ABORTED.pack(txn["producer_id"], txn["first_offset"]) + tags
-                   for txn in aborted)
-    if version >= 11:
-        out.append(INT32.pack(p["preferred_read_replica"]))
-    out.append(uvarint(size + 1) if flexible else INT32.pack(size))
-    return b"".join(out)
+        listed = b"".join([_compact_count(len(aborted)) if flexible else INT32.pack(len(aborted)),
+                           *(_ABORTED.pack(t["producer_id"], t["first_offset"]) + tags
+                             for t in aborted)])
+    return _partition_fields(version, p["partition_index"], p["error_code"],
+                             p["high_watermark"], p["last_stable_offset"], p["log_start_offset"],
+                             listed, p["preferred_read_replica"]) + \
+        (uvarint(size + 1) if flexible else INT32.pack(size))
+
+
+def _partition_fields(version: int, index: int, error_code: int, high_watermark: int,
+                      last_stable_offset: int, log_start_offset: int, aborted: bytes,
+                      preferred_read_replica: int) -> bytes:
+    """A partition's fields before its records, the aborted transactions given encoded; both
+    writers use it, one bytes object per partition."""
+    if version >= 5:
+        head = _PARTITION_HEAD_V5.pack(index, error_code, high_watermark, last_stable_offset,
+                                       log_start_offset) + aborted
+    else:
+        head = _PARTITION_HEAD_V4.pack(index, error_code, high_watermark,
+                                       last_stable_offset) + aborted
+    return head + INT32.pack(preferred_read_replica) if version >= 11 else head
 
 
 def _compact_count(count: int) -> bytes:
@@ -180,12 +187,11 @@ class _PartsWriter:
     included.
     """
 
-    __slots__ = ("flexible", "head", "null", "parts", "pending", "total", "version")
+    __slots__ = ("flexible", "null", "parts", "pending", "total", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.flexible = version >= _FIRST_FLEXIBLE
-        self.head = _PARTITION_HEAD_V5 if version >= 5 else _PARTITION_HEAD_V4
         self.null = _NULL_COMPACT if self.flexible else INT32.pack(-1)  # null array or records
         self.parts: list[Part] = []
         self.pending = bytearray()
@@ -223,18 +229,13 @@ class _PartsWriter:
         self.tags(topic)
 
     def partition(self, p: Any) -> None:
-        # One bytes object per partition keeps the per-partition cost to a few calls.
-        head = self.head.pack(
-            p.partition_index,
-            int(p.error_code),
-            p.high_watermark,
-            p.last_stable_offset,
-            *((p.log_start_offset,) if self.version >= 5 else ()),
-        )
         aborted = p.aborted_transactions
-        head += self.null if aborted is None else self.aborted(aborted)
-        if self.version >= 11:
-            head += INT32.pack(p.preferred_read_replica)
+        version = self.version  # fields of later versions are not on older entities
+        head = _partition_fields(version, p.partition_index, int(p.error_code),
+                                 p.high_watermark, p.last_stable_offset,
+                                 p.log_start_offset if version >= 5 else -1,
+                                 self.null if aborted is None else self.aborted(aborted),
+                                 p.preferred_read_replica if version >= 11 else -1)
         records = p.records
         if records is None:
             self.raw(head + self.null + self.tag_bytes(p))
@@ -255,17 +256,13 @@ class _PartsWriter:
         return self.count_bytes(len(entries)) + b"".join(entries)
 
     def string(self, text: str) -> None:
-        encoded = text.encode()
-        if self.flexible:
-            self.raw(uvarint(len(encoded) + 1) + encoded)
-        else:
-            self.raw(INT16.pack(len(encoded)) + encoded)
+        self.raw(_string(text, self.flexible))
 
     def count(self, count: int) -> None:
         self.raw(self.count_bytes(count))
 
     def count_bytes(self, count: int) -> bytes:
-        return uvarint(count + 1) if self.flexible else INT32.pack(count)
+        return _compact_count(count) if self.flexible else INT32.pack(count)
 
     def tags(self, entity: Any) -> None:
         self.raw(self.tag_bytes(entity))

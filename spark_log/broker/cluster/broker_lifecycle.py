@@ -48,11 +48,11 @@ class BrokerLifecycle:
     def __init__(self, node_id: int, cluster_id: str, channel: ControllerChannel,
                  listeners: Sequence[ListenerEndpoint], rack: str | None,
                  metadata_offset: Callable[[], int], heartbeat_interval_ms: int,
-                 incarnation_id: uuid.UUID | None = None) -> None:
+                 incarnation_id: uuid.UUID) -> None:
         self.node_id, self.cluster_id, self.channel = node_id, cluster_id, channel
         self.listeners, self.rack, self.metadata_offset = list(listeners), rack, metadata_offset
         self.interval_s = heartbeat_interval_ms / 1000
-        self.incarnation_id = incarnation_id or uuid.uuid4()
+        self.incarnation_id = incarnation_id
         self.epoch = -1
         self.fenced = True
         self._shutting_down = False

@@ -33,6 +33,7 @@ class IndexFile:
     """
 
     ENTRY: struct.Struct  # set by subclasses
+    RESERVED_SLOTS = 0  # slots kept free by `is_full` (the time index keeps one for its roll)
 
     def __init__(self, path: str, base_offset: int, max_index_size: int, *,
                  writable: bool = False, fs: FileSystem = DEFAULT_FS) -> None:
@@ -118,7 +119,7 @@ class IndexFile:
     def is_full(self) -> bool:  # asked before every append: fields, not the properties
         if not self._loaded:
             self.load()
-        return self._entries >= self._length // self.ENTRY.size
+        return self._entries >= self._length // self.ENTRY.size - self.RESERVED_SLOTS
 
     def resize(self, new_size: int) -> None:
         """Set the file length to `new_size` rounded down to whole entries, keeping entries."""

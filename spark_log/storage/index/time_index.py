@@ -28,6 +28,7 @@ class TimeIndex(IndexFile):
     inactive segment carries its largest timestamp. Not thread-safe."""
 
     ENTRY = struct.Struct(">qi")
+    RESERVED_SLOTS = 1  # the last slot takes the entry appended when the segment is rolled
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
@@ -47,13 +48,6 @@ class TimeIndex(IndexFile):
             self._last = self.entry(n - 1) if n else TimestampOffset(NO_TIMESTAMP,
                                                                       self.base_offset)
         return self._last
-
-    @property
-    def is_full(self) -> bool:
-        # Keep the last slot for the entry appended when the segment is rolled.
-        if not self._loaded:
-            self.load()
-        return self._entries >= self._length // self.ENTRY.size - 1
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= target, or (NO_TIMESTAMP, base offset)."""
