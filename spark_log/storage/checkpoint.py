@@ -59,14 +59,6 @@ class CheckpointFile:
         finally:
             self.fs.close(fd)
 
-    def sync_staged(self) -> None:
-        """fsync the temporary file written by `stage`."""
-        fd = self.fs.open(self.path + ".tmp", os.O_RDONLY)
-        try:
-            self.fs.fsync(fd)
-        finally:
-            self.fs.close(fd)
-
     def publish_staged(self, *, sync: bool = False) -> None:
         """Rename the staged file over the checkpoint (and fsync the directory if `sync`).
         Stage it synced first: ext4 flushes an unsynced file renamed over another at once."""

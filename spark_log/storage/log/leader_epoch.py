@@ -15,12 +15,13 @@ import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from spark_log.storage.checkpoint import CheckpointFile, CorruptCheckpointError
 from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -85,8 +86,7 @@ class LeaderEpochCache:
         if syncs is None:
             self._write()
         else:
-            self._file.stage(self._lines())
-            syncs.owed[self._file.path] = self._file
+            syncs.owed[self._file.path] = (self._file, self._lines())
         return True
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -154,27 +154,48 @@ class LeaderEpochCache:
 
 
 class EpochSyncs:
-    """Checkpoint files staged (written beside the file, not yet synced nor renamed) whose
-    replacement is owed. Invariant: after `run()` each has replaced its file durably, as if
-    each write had synced itself: the staged files are fsynced, renamed, then their
-    directories fsynced, the fsyncs issued in parallel."""
+    """Checkpoint files whose replacement is owed. Invariant: after `run()` each has replaced
+    its file durably, as if each write had synced itself: every staged file is written and
+    fsynced, then all are renamed, then their directories fsynced. The file work runs on
+    worker threads, one task per share of the files: creating thousands of files one after
+    another, and a thread-pool future per file, held a 10,000-partition start for seconds."""
 
     WORKERS = 16  # concurrent fsyncs share the file system's journal commits
 
     def __init__(self, fs: FileSystem = DEFAULT_FS) -> None:
         self.fs = fs
-        self.owed: dict[str, CheckpointFile] = {}  # by path: the last staging wins
+        # By path: the last assignment wins.
+        self.owed: dict[str, tuple[CheckpointFile, list[str]]] = {}
 
     def run(self) -> None:
         owed, self.owed = list(self.owed.values()), {}
         if not owed:
             return
-        dirs = sorted({os.path.dirname(f.path) or "." for f in owed})
-        with ThreadPoolExecutor(min(self.WORKERS, len(owed))) as pool:
-            list(pool.map(CheckpointFile.sync_staged, owed))  # the first failure raises here
-            for file in owed:
-                file.publish_staged()
-            list(pool.map(self.fs.fsync_dir, dirs))
+        dirs = sorted({os.path.dirname(f.path) or "." for f, _ in owed})
+        workers = min(self.WORKERS, len(owed))
+        with ThreadPoolExecutor(workers) as pool:
+            # Each phase ends before the next starts; the first failure raises here.
+            list(pool.map(_stage_synced, _shares(owed, workers)))
+            list(pool.map(_publish, _shares([f for f, _ in owed], workers)))
+            list(pool.map(self._sync_dirs, _shares(dirs, workers)))
+
+    def _sync_dirs(self, dirs: list[str]) -> None:
+        for path in dirs:
+            self.fs.fsync_dir(path)
+
+
+def _shares(items: list[T], count: int) -> list[list[T]]:
+    return [items[i::count] for i in range(count)]
+
+
+def _stage_synced(files: list[tuple[CheckpointFile, list[str]]]) -> None:
+    for file, lines in files:
+        file.stage(lines, sync=True)
+
+
+def _publish(files: list[CheckpointFile]) -> None:
+    for file in files:
+        file.publish_staged()
 
 
 def _check_increasing(path: str, entries: list[EpochEntry]) -> None:

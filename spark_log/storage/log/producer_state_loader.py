@@ -54,7 +54,7 @@ def rebuild_producer_state(manager: ProducerStateManager, segments: Sequence[Seg
                                                     txn.last_offset, lso))
     manager.map_end_offset = max(manager.map_end_offset, log_end)
     if replayed:
-        log.info("%s: rebuilt producer state from offset %d (%d batches replayed)",
+        log.debug("%s: rebuilt producer state from offset %d (%d batches replayed)",
                  manager.name, start, replayed)
     return replayed
 
