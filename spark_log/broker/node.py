@@ -33,6 +33,7 @@ from spark_log.broker.metrics.quorum_metrics import ElectionTimer, QuorumState, 
 from spark_log.broker.server.controller_dispatcher import ControllerDispatcher
 from spark_log.broker.server.listener import Listener
 from spark_log.clock import SYSTEM_CLOCK, Clock
+from spark_log.controller.batch_decoder import BatchDecoder
 from spark_log.controller.controller_config import settings_from, timings_from
 from spark_log.controller.feature_control import bootstrap_records
 from spark_log.controller.metadata_loader import MetadataLoader
@@ -132,7 +133,9 @@ class Node:
             self.node_id, config.quorum_config(), metadata_dir, cluster_id=self.cluster_id,
             addresses=config.voters, listener_name=listener)
         driver.on_leader_change(self._leader_changed)
-        self.loader = loader = MetadataLoader(driver, node_id=self.node_id)
+        # A combined node's controller and broker replay the same batches: decoded once.
+        decode = BatchDecoder(readers=2 if config.is_controller else 1)
+        self.loader = loader = MetadataLoader(driver, node_id=self.node_id, decode=decode)
         loader.add_publisher(SnapshotGenerator(
             driver, node_id=self.node_id,
             max_record_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"),
@@ -143,7 +146,8 @@ class Node:
                 settings = dataclasses.replace(settings,
                                                local_broker_incarnation=self.incarnation_id)
             self.controller = QuorumController(
-                driver, settings, timings=timings_from(config), bootstrap=bootstrap)
+                driver, settings, timings=timings_from(config), bootstrap=bootstrap,
+                decode=decode)
             self.controller_apis = ControllerDispatcher(driver, self.controller)
 
     def _imported(self) -> list[object]:

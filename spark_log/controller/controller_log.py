@@ -12,7 +12,7 @@ that does not decode or replay stops the replay for good (`error`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from spark_log.metadata import ImageError, MetadataImage, MetadataRecord, encode_record
 from spark_log.raft.messages import Batch, OffsetAndEpoch
@@ -32,7 +32,8 @@ class ControllerLog:
     committed, whose (base offset, epoch) `proposals` holds in offset order; after `error` is
     set nothing more is replayed. Not thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, decode: Callable[[Batch], list[MetadataRecord]] = decode_batch) -> None:
+        self._decode = decode  # a BatchDecoder shares the work with the node's broker
         self.working = WorkingImage()
         self.transactions = TransactionReader()
         self.proposals: dict[int, int] = {}  # base offset -> epoch proposed in
@@ -80,7 +81,7 @@ class ControllerLog:
         return control_epochs
 
     def _committed(self, batch: Batch) -> None:
-        records = decode_batch(batch)
+        records = self._decode(batch)
         try:
             runs = self.transactions.read(batch.base_offset, records)
         except TransactionError as exc:

@@ -110,8 +110,10 @@ class MetadataLoader:
     the driver's event loop; a failing publisher is logged and the others still run.
     """
 
-    def __init__(self, source: QuorumSource | None = None, *, node_id: int = -1) -> None:
+    def __init__(self, source: QuorumSource | None = None, *, node_id: int = -1,
+                 decode: Callable[[Batch], list[MetadataRecord]] | None = None) -> None:
         self.node_id = node_id
+        self._decode = decode or decode_batch  # a BatchDecoder shares the work in a node
         self._image = MetadataImage.EMPTY
         self._delta = MetadataDelta(self._image)
         self._offset = -1
@@ -222,7 +224,7 @@ class MetadataLoader:
         runs: Sequence[RecordRun] = ()
         if not batch.control:
             try:
-                runs = self._transactions.read(batch.base_offset, decode_batch(batch))
+                runs = self._transactions.read(batch.base_offset, self._decode(batch))
             except TransactionError as exc:
                 raise MetadataLoadError(batch.base_offset, str(exc)) from None
             for run in runs:

@@ -42,6 +42,7 @@ from .controller_result import ControllerResult
 from .controller_settings import ControllerSettings
 from .controller_timers import ControllerTimers
 from .feature_control import bootstrap_records
+from .metadata_loader import decode_batch
 from .quorum_errors import DriverStoppedError, ProposalLostError
 from .raft_driver import RaftDriver
 from .replication_control import Random
@@ -88,12 +89,13 @@ class QuorumController:
                  timings: ControllerTimings = DEFAULT_TIMINGS,
                  clock_ms: Callable[[], int] = SYSTEM_CLOCK.monotonic_ms,
                  random: Random | None = None,
-                 bootstrap: Sequence[MetadataRecord] = BOOTSTRAP_RECORDS) -> None:
+                 bootstrap: Sequence[MetadataRecord] = BOOTSTRAP_RECORDS,
+                 decode: Callable[[Batch], list[MetadataRecord]] = decode_batch) -> None:
         self._driver, self._settings = driver, settings
         self._clock_ms = clock_ms
         self._random = random or random_module.Random()
         self._bootstrap = tuple(bootstrap)
-        self._log = ControllerLog()
+        self._log = ControllerLog(decode)
         self._heartbeats = BrokerHeartbeats(settings.broker_session_timeout_ms)
         self._timers = ControllerTimers(timings, settings, self._heartbeats, clock_ms=clock_ms,
                                         image=lambda: self._log.working.image,

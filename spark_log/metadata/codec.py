@@ -24,6 +24,7 @@ from spark_log.protocol import ProtocolError
 from spark_log.protocol.wire import read_compact_length, read_uvarint, uvarint
 
 from .errors import RecordDecodeError, RecordEncodeError
+from .read_plan import FixedRun, int32_array, read_plan
 from .records import RECORD_TYPES, ZERO_UUID, MetadataRecord
 from .schema import FieldSpec, Wire, fields_of
 
@@ -204,21 +205,35 @@ class _Reader:
         return RecordDecodeError(f"{self.name}: {what}: {problem} (at byte {self.pos})")
 
     def struct(self, struct_type: type, version: int) -> Any:
-        specs = [spec for spec in fields_of(struct_type) if spec.wire.since <= version]
-        values = {spec.name: self.field(spec, version)
-                  for spec in specs if spec.wire.tag is None}
-        tagged = {spec.wire.tag: spec for spec in specs if spec.wire.tag is not None}
+        plan = read_plan(struct_type, version)
+        values: dict[str, Any] = {}
+        for step in plan.steps:
+            if type(step) is FixedRun:
+                self.fixed_run(step, values, version)
+            else:
+                values[step.name] = self.field(step, version)
         for _ in range(self.uvarint("tag count")):
             tag = self.uvarint("tag")
             size = self.uvarint(f"size of tag {tag}")
             if size > len(self.buf) - self.pos:
                 raise self.fail(f"tag {tag}", f"{size} bytes announced, "
                                 f"{len(self.buf) - self.pos} left")
-            spec = tagged.get(tag)
+            spec = plan.tagged.get(tag)
             if spec is not None:
                 values[spec.name] = self.tagged_field(spec, size, version)
             self.pos += size
         return struct_type(**values)
+
+    def fixed_run(self, run: FixedRun, values: dict[str, Any], version: int) -> None:
+        """The run's fields with one unpack; field by field (for the error) if malformed."""
+        read = run.values(self.buf, self.pos)
+        if read is None:
+            for spec in run.specs:
+                values[spec.name] = self.field(spec, version)
+            return
+        self.pos += run.size
+        for spec, value in zip(run.specs, read, strict=True):
+            values[spec.name] = value
 
     def tagged_field(self, spec: FieldSpec, size: int, version: int) -> Any:
         inner = _Reader(self.buf[: self.pos + size], self.pos, self.name)
@@ -239,6 +254,11 @@ class _Reader:
             return None
         if wire.struct is not None:
             return tuple(self.struct(wire.struct, version) for _ in range(count))
+        if wire.item == "int32":
+            numbers = int32_array(self.buf, self.pos, count)
+            if numbers is not None:
+                self.pos += 4 * count
+                return numbers
         return tuple(self.scalar(wire, spec.name) for _ in range(count))
 
     def scalar(self, wire: Wire, name: str) -> Any:

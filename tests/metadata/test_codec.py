@@ -156,6 +156,7 @@ DAMAGED = [
     (f"01 02 00 03 ffff {ID_HEX} 00", "TopicRecord v0: name: InvalidUnicode"),
     (f"01 03 00 00000000 {ID_HEX} 00", "PartitionRecord v0: replicas: null"),
     (f"01 03 00 00000000 {ID_HEX} ff ff ff 0f", "replicas: 33554430 elements announced"),
+    (f"01 03 00 00000000 {ID_HEX} 04 00000001 0000", "PartitionRecord v0: replicas: Buffer"),
     (f"01 05 00 00000000 {ID_HEX} 01 00 09 03 00000001", "tag 0: 9 bytes announced"),
     (f"01 05 00 00000000 {ID_HEX} 01 01 05 00000001 00", "tagged value of 5 bytes holds 4"),
     ("01 0c 00 02 61 0001 02 05 00", "FeatureLevelRecord v0: tag: truncated tag"),
