@@ -8,6 +8,9 @@ section, and what is built on it:
       a section (`map_records`) and asked which records of a section are still the latest of
       their key (`kept_records`): the log cleaner's offset map and record filter.
 
+The walks over whole batches built on these (`map_batches`, `filter_batches`) are in
+`_native_batches.c`; `_native_scan.h` declares what the two files share.
+
 Why: both cleaner walks are a handful of varints per record; in Python they are ~0.7 us a
 record, here a few ns. The pure-Python twins (`batch_rewrite`, `key_offsets`) define the
 behaviour, and the tests hold both to it: the same results and CorruptRecordError for the
@@ -15,24 +18,13 @@ same malformed input. Nothing here reads past a buffer it was given.
 
 Not thread-safe: a KeyOffsets belongs to one cleaning round; every call holds the GIL.
 */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_native_scan.h"
 
-static PyObject *corrupt_error; /* spark_log.records.errors.CorruptRecordError */
+PyObject *corrupt_error; /* spark_log.records.errors.CorruptRecordError */
 
 /* How strictly the tail of a record is checked, matching the Python walk it replaces. */
 enum { CHECK_KEY = 0,   /* map_latest_offsets: the key ends inside the record */
        CHECK_VALUE = 1 }; /* scan_record_spans: a value length byte follows the key inside it */
-
-typedef struct {
-    Py_ssize_t start, end;    /* the record's bytes, length prefix included */
-    int64_t offset_delta;
-    Py_ssize_t key_pos;       /* meaningful when key_len >= 0 */
-    int64_t key_len;          /* negative: null key */
-    Py_ssize_t value_pos;     /* the value length varint */
-} RecordHead;
 
 /* base + delta, wrapping instead of overflowing (only a corrupt base offset comes near). */
 static inline int64_t offset_of(long long base, int64_t delta) {
@@ -115,30 +107,6 @@ static int get_section(PyObject *obj, Py_buffer *view) {
 }
 
 /* ---- KeyOffsets: open addressing with linear probing; key bytes copied into one arena. ---- */
-
-typedef struct {
-    uint64_t hash;
-    int64_t offset;
-    Py_ssize_t key_pos; /* in the arena */
-    Py_ssize_t key_len; /* -1: empty slot */
-} Slot;
-
-struct Parsed {
-    RecordHead head;
-    uint64_t hash; /* of its key, if it has one */
-};
-
-typedef struct {
-    PyObject_HEAD
-    Slot *slots;
-    size_t mask;        /* slots - 1, a power of two minus one */
-    Py_ssize_t used;
-    char *arena;
-    Py_ssize_t arena_len, arena_cap;
-    uint64_t seed;
-    struct Parsed *parsed; /* one section's records, reused across calls */
-    Py_ssize_t parsed_cap;
-} KeyOffsets;
 
 #define INITIAL_SLOTS 1024
 
@@ -340,10 +308,9 @@ static PyObject *KeyOffsets_put(KeyOffsets *t, PyObject *args) {
 /* Parses the records of a section into t->parsed, hashing each key and prefetching its slot,
    so that the probes that follow find their slots in cache. Stops at the first record that
    does not parse (returning -1 with the exception set); *n is how many parsed before it. */
-static int parse_section(KeyOffsets *t, const Py_buffer *view, Py_ssize_t count, int check,
-                         Py_ssize_t *n) {
-    const uint8_t *b = view->buf;
-    Py_ssize_t limit = view->len, pos = 0;
+static int parse_section(KeyOffsets *t, const uint8_t *b, Py_ssize_t limit, Py_ssize_t count,
+                         int check, Py_ssize_t *n) {
+    Py_ssize_t pos = 0;
     *n = 0;
     /* A record takes at least 4 bytes: a count beyond that cannot fill the section. */
     Py_ssize_t room = count < limit / 4 + 1 ? count : limit / 4 + 1;
@@ -387,19 +354,12 @@ static Slot *find_parsed(KeyOffsets *t, const uint8_t *b, const struct Parsed *r
     return find(t, b + r->head.key_pos, (Py_ssize_t)r->head.key_len, r->hash);
 }
 
-static PyObject *KeyOffsets_map_records(KeyOffsets *t, PyObject *args) {
-    PyObject *obj;
-    Py_ssize_t count, n;
-    long long base, start_offset;
-    if (!PyArg_ParseTuple(args, "OnLL:map_records", &obj, &count, &base, &start_offset))
-        return NULL;
-    Py_buffer view;
-    if (get_section(obj, &view) < 0)
-        return NULL;
-    const uint8_t *b = view.buf;
+int map_section(KeyOffsets *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t count,
+                long long base, long long start_offset) {
+    Py_ssize_t n;
     /* The records before a corrupt one are mapped, as the Python walk does; its error stays
        set meanwhile (inserting calls no Python code), or becomes a MemoryError. */
-    int rc = parse_section(t, &view, count, CHECK_KEY, &n);
+    int rc = parse_section(t, b, len, count, CHECK_KEY, &n);
     for (Py_ssize_t i = 0; i < n && rc != -2; i++) {
         const struct Parsed *r = &t->parsed[i];
         int64_t offset = offset_of(base, r->head.offset_delta);
@@ -413,6 +373,19 @@ static PyObject *KeyOffsets_map_records(KeyOffsets *t, PyObject *args) {
                         offset) < 0)
             rc = -2;
     }
+    return rc < 0 ? -1 : 0;
+}
+
+static PyObject *KeyOffsets_map_records(KeyOffsets *t, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t count;
+    long long base, start_offset;
+    if (!PyArg_ParseTuple(args, "OnLL:map_records", &obj, &count, &base, &start_offset))
+        return NULL;
+    Py_buffer view;
+    if (get_section(obj, &view) < 0)
+        return NULL;
+    int rc = map_section(t, view.buf, view.len, count, base, start_offset);
     PyBuffer_Release(&view);
     if (rc < 0)
         return NULL;
@@ -440,25 +413,16 @@ static PyObject *kept_spans(KeyOffsets *t, const uint8_t *b, Py_ssize_t n, long 
     return list;
 }
 
-/* (None if every record is kept, else the kept spans; whether a kept record is a tombstone).
-   A record is kept when it is past `latest`, or it has a key whose mapped offset is not past
+/* A record is kept when it is past `latest`, or it has a key whose mapped offset is not past
    it (or is unmapped) and it has a value or `keep_deletes`. */
-static PyObject *KeyOffsets_kept_records(KeyOffsets *t, PyObject *args) {
-    PyObject *obj;
-    Py_ssize_t count, n, kept = 0;
-    long long base, latest;
-    int keep_deletes, tombstones = 0;
-    if (!PyArg_ParseTuple(args, "OnLLp:kept_records", &obj, &count, &base, &latest,
-                          &keep_deletes))
-        return NULL;
-    Py_buffer view;
-    if (get_section(obj, &view) < 0)
-        return NULL;
-    const uint8_t *b = view.buf;
-    if (parse_section(t, &view, count, CHECK_VALUE, &n) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
+int kept_section(KeyOffsets *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t count,
+                 long long base, long long latest, int keep_deletes, Py_ssize_t *kept,
+                 int *tombstones) {
+    Py_ssize_t n;
+    *kept = 0;
+    *tombstones = 0;
+    if (parse_section(t, b, len, count, CHECK_VALUE, &n) < 0)
+        return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         const struct Parsed *r = &t->parsed[i];
         int64_t offset = offset_of(base, r->head.offset_delta);
@@ -468,11 +432,30 @@ static PyObject *KeyOffsets_kept_records(KeyOffsets *t, PyObject *args) {
         if (offset > latest || (r->head.key_len >= 0 && (has_value || keep_deletes)
                                 && offset >= ((slot = find_parsed(t, b, r))->key_len < 0
                                               ? -1 : slot->offset))) {
-            t->parsed[kept++] = *r; /* kept <= i: compacts the kept ones to the front */
-            tombstones |= !has_value;
+            t->parsed[(*kept)++] = *r; /* kept <= i: compacts the kept ones to the front */
+            *tombstones |= !has_value;
         }
     }
-    PyObject *spans = kept == count ? Py_NewRef(Py_None) : kept_spans(t, b, kept, base);
+    return 0;
+}
+
+/* (None if every record is kept, else the kept spans; whether a kept record is a tombstone). */
+static PyObject *KeyOffsets_kept_records(KeyOffsets *t, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t count, kept;
+    long long base, latest;
+    int keep_deletes, tombstones;
+    if (!PyArg_ParseTuple(args, "OnLLp:kept_records", &obj, &count, &base, &latest,
+                          &keep_deletes))
+        return NULL;
+    Py_buffer view;
+    if (get_section(obj, &view) < 0)
+        return NULL;
+    const uint8_t *b = view.buf;
+    PyObject *spans = NULL;
+    if (kept_section(t, b, view.len, count, base, latest, keep_deletes, &kept,
+                     &tombstones) == 0)
+        spans = kept == count ? Py_NewRef(Py_None) : kept_spans(t, b, kept, base);
     PyBuffer_Release(&view);
     if (spans == NULL)
         return NULL;
@@ -490,6 +473,13 @@ static PyMethodDef KeyOffsets_methods[] = {
     {"kept_records", (PyCFunction)KeyOffsets_kept_records, METH_VARARGS,
      "kept_records(section, count, base_offset, latest, keep_deletes) -> (spans or None, "
      "tombstones): the records that are still the latest of their key."},
+    {"map_batches", (PyCFunction)KeyOffsets_map_batches, METH_VARARGS,
+     "map_batches(chunk, pos, limit, start_offset, room) -> (pos, latest, records, stop): "
+     "the offset-map walk over whole batches; see record_scan.PyKeyOffsets.map_batches."},
+    {"filter_batches", (PyCFunction)KeyOffsets_filter_batches, METH_VARARGS,
+     "filter_batches(chunk, pos, limit, latest, now_ms, upper_bound, checked_from, "
+     "checked_to) -> (pos, decisions, counts): the rewrite walk over whole batches; see "
+     "record_scan.PyKeyOffsets.filter_batches."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -509,6 +499,8 @@ static PyTypeObject KeyOffsetsType = {
 };
 
 static PyMethodDef module_methods[] = {
+    {"whole_batches", whole_batches, METH_O,
+     "whole_batches(buf) -> int: the length of the prefix of buf made of whole batches."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -524,7 +516,7 @@ PyMODINIT_FUNC PyInit__native_scan(void) {
         return NULL;
     corrupt_error = PyObject_GetAttrString(errors, "CorruptRecordError");
     Py_DECREF(errors);
-    if (corrupt_error == NULL || PyType_Ready(&KeyOffsetsType) < 0)
+    if (corrupt_error == NULL || init_batches() < 0 || PyType_Ready(&KeyOffsetsType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

@@ -1,6 +1,6 @@
 """The log cleaner's per-record walks of a v2 records section, native when built: `KeyOffsets`
 (record key -> latest offset, filled and queried a section at a time: the offset map and the
-record filter).
+record filter), and its walks over a chunk of whole batches (`batch_walk`).
 
 `spark_log.records._native_scan` implements it in C (setup.py builds it when a compiler is
 there); the pure-Python class here defines the behaviour and stands in when it is not built.
@@ -11,8 +11,10 @@ Pure functions and in-memory tables, no I/O.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Protocol
 
+from . import batch_walk
 from .batch_rewrite import RecordSpan, map_latest_offsets, scan_record_spans
 
 Section = bytes | bytearray | memoryview
@@ -34,6 +36,13 @@ class KeyOffsetTable(Protocol):
 
     def kept_records(self, section: Section, count: int, base_offset: int, latest: int,
                      keep_deletes: bool) -> tuple[list[RecordSpan] | None, bool]: ...
+
+    def map_batches(self, chunk: Section, pos: int, limit: int, start_offset: int,
+                    room: int) -> batch_walk.MapResult: ...
+
+    def filter_batches(self, chunk: Section, pos: int, limit: int, latest: int, now_ms: int,
+                       upper_bound: int, checked_from: int, checked_to: int
+                       ) -> batch_walk.FilterResult: ...
 
 
 class PyKeyOffsets:
@@ -82,13 +91,28 @@ class PyKeyOffsets:
                 tombstones = tombstones or not has_value
         return (None if len(kept) == len(spans) else kept), tombstones
 
+    def map_batches(self, chunk: Section, pos: int, limit: int, start_offset: int,
+                    room: int) -> batch_walk.MapResult:
+        """See `batch_walk.map_batches`."""
+        return batch_walk.map_batches(self, chunk, pos, limit, start_offset, room)
+
+    def filter_batches(self, chunk: Section, pos: int, limit: int, latest: int, now_ms: int,
+                       upper_bound: int, checked_from: int, checked_to: int
+                       ) -> batch_walk.FilterResult:
+        """See `batch_walk.filter_batches`."""
+        return batch_walk.filter_batches(self, chunk, pos, limit, latest, now_ms, upper_bound,
+                                         checked_from, checked_to)
+
 
 try:  # by name: import-linter reads only Python sources and would misplace the compiled module
     _native = importlib.import_module(f"{__package__}._native_scan")
 except ImportError:  # not built: no compiler where it was installed
     NativeKeyOffsets: type[KeyOffsetTable] | None = None
+    native_whole_batches: Callable[[Section], int] | None = None
 else:
     NativeKeyOffsets = _native.KeyOffsets
+    native_whole_batches = _native.whole_batches
 
 NATIVE = NativeKeyOffsets is not None
 KeyOffsets: type[KeyOffsetTable] = NativeKeyOffsets or PyKeyOffsets
+whole_batches: Callable[[Section], int] = native_whole_batches or batch_walk.whole_batches

@@ -120,5 +120,6 @@ def test_native_and_python_agree_on_mutated_sections(data) -> None:  # type: ign
 def test_the_pure_python_walks_stand_in_when_the_extension_is_not_built() -> None:
     code = ("import sys; sys.modules['spark_log.records._native_scan'] = None\n"
             "from spark_log.records import record_scan as rs\n"
-            "assert not rs.NATIVE and rs.KeyOffsets is rs.PyKeyOffsets\n")
+            "assert not rs.NATIVE and rs.KeyOffsets is rs.PyKeyOffsets\n"
+            "assert rs.whole_batches is rs.batch_walk.whole_batches\n")
     subprocess.run([sys.executable, "-c", code], check=True)

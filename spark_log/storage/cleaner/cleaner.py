@@ -5,8 +5,10 @@ rewrite each group into one cleaned segment.
 A round is planned on the thread that owns the log (`plan_round`): it snapshots the segments to
 read, each with an open handle on its .log file, so the work itself (`build_offset_map`,
 `clean_group`) touches no shared state and can run on a worker thread while the log keeps
-serving appends and reads. Both are generators that yield after each batch, so a driver can
-also run them inline on an event loop; their return value is the result. The cleaned segment
+serving appends and reads. Both are generators that yield after each step of their walk (a
+batch, or under the default batch policy a run of batches walked in one native call: see
+`OffsetMap.walk_bytes`), so a driver can also run them inline on an event loop; their return
+value is the result. The cleaned segment
 they build belongs to the worker until it is returned; swapping it in is the owner's job
 (`PartitionLog.replace_segments`).
 
@@ -24,14 +26,20 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 
 from spark_log.clock import Clock
-from spark_log.records.batch_header import HEADER_SIZE, peek_size
+from spark_log.records.batch_header import HEADER_SIZE, BatchHeader, peek_size
+from spark_log.records.batch_walk import WALK_CALLER, WALK_FULL
 from spark_log.records.errors import CorruptRecordError
-from spark_log.records.record_batch import BatchView, iter_batches
-from spark_log.storage.cleaner.cleaner_batch_policy import BatchPolicy, BatchPolicyFactory
+from spark_log.records.record_batch import BatchView
+from spark_log.records.record_scan import whole_batches
+from spark_log.storage.cleaner.cleaner_batch_policy import (
+    BatchPolicy,
+    BatchPolicyFactory,
+    is_default,
+)
 from spark_log.storage.cleaner.cleaner_filter import FilterStats, RecordFilter
 from spark_log.storage.cleaner.cleaner_offset_map import OffsetMap
 from spark_log.storage.cleaner.log_to_clean import LogToClean
-from spark_log.storage.filesystem import FileSystem
+from spark_log.storage.filesystem import Buffer, FileSystem
 from spark_log.storage.index.transaction_index import AbortedTxn
 from spark_log.storage.log.file_records import FetchSlice
 from spark_log.storage.log.log_config import LogConfig
@@ -144,7 +152,7 @@ def build_offset_map(rnd: CleaningRound, offset_map: OffsetMap, io_size: int
                      ) -> Generator[None, None, int]:
     """Map every key of the dirty section to its latest offset, until the map is full; returns
     the end of the mapped range (the offset the checkpoint moves to). Yields after each
-    batch."""
+    step."""
     offset_map.clear()
     start = rnd.first_dirty_offset
     dirty = [s for s in rnd.sources if s.next_offset > start]
@@ -155,18 +163,33 @@ def build_offset_map(rnd: CleaningRound, offset_map: OffsetMap, io_size: int
         for chunk in read_chunks(source, position, io_size):
             rnd.check_done()
             stats.map_bytes_read += len(chunk)
-            for view in iter_batches(chunk):
-                full = not _map_batch(rnd.map_policy, offset_map, view, start, stats)
-                if full:
-                    break
+            pos = 0
+            while pos < len(chunk) and not full:
+                pos, full = _map_step(rnd.map_policy, offset_map, chunk, pos, start, stats)
                 yield
             if full:
                 break
         if full:
             break
         offset_map.update_latest_offset(source.next_offset - 1)
+    if is_default(rnd.map_policy):
+        offset_map.checked_through(start)
     stats.map_done = time.monotonic()
     return max(offset_map.latest_offset + 1, start)
+
+
+def _map_step(policy: BatchPolicy, offset_map: OffsetMap, chunk: memoryview, pos: int,
+              start: int, stats: CleanerStats) -> tuple[int, bool]:
+    """Map the batches of `chunk` from `pos` for one step: (where it ended, whether the map is
+    full). Under the default policy a step is many batches (`OffsetMap.map_batches`), and a
+    batch it leaves (compressed) is mapped here, as under any other policy."""
+    if is_default(policy):
+        pos, records, stop = offset_map.map_batches(chunk, pos, start)
+        stats.map_messages_read += records
+        if stop != WALK_CALLER:
+            return pos, stop == WALK_FULL
+    view = BatchView(chunk, pos)
+    return pos + view.size, not _map_batch(policy, offset_map, view, start, stats)
 
 
 def _map_batch(policy: BatchPolicy, offset_map: OffsetMap, view: BatchView, start: int,
@@ -215,7 +238,7 @@ def group_segments(sources: list[SegmentSource], max_size: int, max_index_size: 
 def clean_group(rnd: CleaningRound, group: list[SegmentSource], offset_map: OffsetMap,
                 io_size: int) -> Generator[None, None, Segment]:
     """Rewrite `group` into one segment with `.cleaned` file names, written and fsynced;
-    returns it. Its files are removed if the work stops early. Yields after each batch."""
+    returns it. Its files are removed if the work stops early. Yields after each step."""
     base = group[0].base_offset
     remove_cleaned_files(rnd.directory, base, rnd.fs)
     cleaned = Segment(rnd.directory, base, rnd.config, clock=rnd.clock, fs=rnd.fs,
@@ -227,12 +250,11 @@ def clean_group(rnd: CleaningRound, group: list[SegmentSource], offset_map: Offs
         for source in group:
             for chunk in read_chunks(source, 0, io_size):
                 rnd.check_done()
-                buffers, headers = [], []
-                for view in iter_batches(chunk):
-                    kept = filt.filter_batch(view)
-                    if kept is not None:
-                        buffers.append(kept[0])
-                        headers.append(kept[1])
+                buffers: list[Buffer] = []
+                headers: list[BatchHeader] = []
+                pos = 0
+                while pos < len(chunk):
+                    pos = filt.filter_step(chunk, pos, buffers, headers)
                     yield
                 cleaned.append(buffers, headers)
             for txn in source.aborted_txns:  # those whose ABORT marker is still there
@@ -264,7 +286,7 @@ def read_chunks(source: SegmentSource, position: int, io_size: int) -> Iterator[
     fd = source.data.fileno()
     while position < source.size:
         buf = os.pread(fd, min(io_size, source.size - position), position)
-        whole = _whole_batches(buf)
+        whole = whole_batches(buf)
         if whole == 0:
             size = peek_size(buf)
             if size is None or size < HEADER_SIZE or position + size > source.size:
@@ -275,16 +297,6 @@ def read_chunks(source: SegmentSource, position: int, io_size: int) -> Iterator[
                 raise CorruptRecordError(f"{source.path}: short read at byte {position}")
         yield memoryview(buf)[:whole]
         position += whole
-
-
-def _whole_batches(buf: bytes) -> int:
-    """Length of the prefix of `buf` made of whole batches (by their length fields)."""
-    pos = 0
-    while True:
-        size = peek_size(buf, pos)
-        if size is None or size < HEADER_SIZE or pos + size > len(buf):
-            return pos
-        pos += size
 
 
 def _add_stats(total: FilterStats, part: FilterStats) -> None:

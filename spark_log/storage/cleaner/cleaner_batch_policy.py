@@ -82,3 +82,9 @@ class KeepProducerState:
 
 
 KEEP_PRODUCER_STATE = KeepProducerState()
+
+
+def is_default(policy: BatchPolicy) -> bool:
+    """Whether `policy` is exactly `KeepProducerState` (not a subclass that may override it):
+    the native batch walks know its decisions and walk a chunk in one call."""
+    return type(policy) is KeepProducerState

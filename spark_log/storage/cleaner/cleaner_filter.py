@@ -11,16 +11,19 @@ tombstones are removed. So a tombstone stays readable for at least delete.retent
 the round that first cleaned it.
 
 A batch whose records all survive, and that needs no horizon, is copied as it is (no decode of
-values, no new CRC); otherwise it is rebuilt from the kept records' bytes. Whole batches are
-dropped, or kept empty, as the `BatchPolicy` says; the last batch of the cleaning round is
-always kept, empty if need be, so the round's end offset stays visible in the log.
+values, no new CRC); otherwise it is rebuilt from the kept records' bytes. Under the default
+policy the batches are walked a step of a chunk at a time (`OffsetMap.filter_batches`: native
+when built), which copies and drops batches itself and leaves the rest to `filter_batch`; a
+batch it copies or drops is not CRC-checked again if the offset map's walk checked it. Whole
+batches are dropped, or kept empty, as the `BatchPolicy` says; the last batch of the cleaning
+round is always kept, empty if need be, so the round's end offset stays visible in the log.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_log.records.batch_header import BatchHeader, read_header
+from spark_log.records.batch_header import HEADER, BatchHeader, read_header
 from spark_log.records.batch_rewrite import (
     OFFSET,
     RecordSpan,
@@ -28,8 +31,9 @@ from spark_log.records.batch_rewrite import (
     rebuild_batch,
     scan_record_spans,
 )
+from spark_log.records.batch_walk import KEEP
 from spark_log.records.record_batch import BatchView
-from spark_log.storage.cleaner.cleaner_batch_policy import BatchPolicy, BatchRetention
+from spark_log.storage.cleaner.cleaner_batch_policy import BatchPolicy, BatchRetention, is_default
 from spark_log.storage.cleaner.cleaner_offset_map import OffsetMap
 from spark_log.storage.filesystem import Buffer
 
@@ -61,6 +65,30 @@ class RecordFilter:
         self.upper_bound = upper_bound_offset
         self.stats = FilterStats()
         self.kept_markers: set[int] = set()  # offsets of the control records written
+
+    def filter_step(self, chunk: memoryview, pos: int, buffers: list[Buffer],
+                    headers: list[BatchHeader]) -> int:
+        """Filter the batches of `chunk` from `pos` for one step, appending what to write for
+        them to `buffers` and `headers`; returns where the step ended."""
+        if not is_default(self.policy):
+            view = BatchView(chunk, pos)
+            _append(self.filter_batch(view), buffers, headers)
+            return pos + view.size
+        pos, decisions, counts = self.map.filter_batches(chunk, pos, self.now_ms,
+                                                         self.upper_bound)
+        stats = self.stats
+        stats.messages_read += counts[0]
+        stats.bytes_read += counts[1]
+        stats.messages_retained += counts[2]
+        stats.bytes_retained += counts[3]
+        for at, decision in decisions:
+            if decision == KEEP:  # copied whole: counted above
+                header = BatchHeader._make(HEADER.unpack_from(chunk, at))
+                buffers.append(chunk[at:at + header.size])
+                headers.append(header)
+            else:
+                _append(self.filter_batch(BatchView(chunk, at)), buffers, headers)
+        return pos
 
     def filter_batch(self, view: BatchView) -> tuple[Buffer, BatchHeader] | None:
         """What to write for the batch: its own bytes, a rebuilt or an empty batch (with its
@@ -117,3 +145,10 @@ class RecordFilter:
             return None
         self.stats.batches_emptied += 1
         return empty_batch(header)
+
+
+def _append(kept: tuple[Buffer, BatchHeader] | None, buffers: list[Buffer],
+            headers: list[BatchHeader]) -> None:
+    if kept is not None:
+        buffers.append(kept[0])
+        headers.append(kept[1])

@@ -15,12 +15,16 @@ from __future__ import annotations
 import os
 
 from spark_log.records.batch_rewrite import RecordSpan
+from spark_log.records.batch_walk import FilterResult
 from spark_log.records.record_batch import BatchView
-from spark_log.records.record_scan import KeyOffsets, KeyOffsetTable
+from spark_log.records.record_scan import KeyOffsets, KeyOffsetTable, PyKeyOffsets
 
 # A dict slot, a small bytes key and an int offset, as measured for keys of up to ~40 bytes
 # (the native table needs less: two 32-byte slots and the key's bytes).
 ENTRY_BYTES = 160
+# Bytes of batches one walk call covers before the round yields: ~0.1 ms in C; the
+# pure-Python walk takes ~1 µs a record, so it goes a batch at a time, as it always did.
+NATIVE_WALK_BYTES = 256 * 1024
 
 
 class OffsetMap:
@@ -35,12 +39,17 @@ class OffsetMap:
                  table: type[KeyOffsetTable] | None = None) -> None:
         self.capacity = max(1, int(memory_bytes * load_factor) // ENTRY_BYTES)
         # A random seed keeps producers from choosing keys that collide in the native table.
-        self._offsets = (table or KeyOffsets)(int.from_bytes(os.urandom(8), "little"))
+        table = table or KeyOffsets
+        self._offsets = table(int.from_bytes(os.urandom(8), "little"))
+        self.walk_bytes = 1 if table is PyKeyOffsets else NATIVE_WALK_BYTES
         self.latest_offset = -1
+        # Offsets whose batches the map's walk checked the CRC of (see `checked_through`).
+        self.checked: tuple[int, int] = (0, -1)
 
     def clear(self) -> None:
         self._offsets.clear()
         self.latest_offset = -1
+        self.checked = (0, -1)
 
     @property
     def size(self) -> int:
@@ -67,6 +76,28 @@ class OffsetMap:
         self._offsets.map_records(batch.records_buffer(), header.records_count,
                                   header.base_offset, start)
         self.update_latest_offset(header.last_offset)
+
+    def map_batches(self, chunk: memoryview, pos: int, start: int) -> tuple[int, int, int]:
+        """Map the batches of `chunk` from `pos` for one step of the walk under the default
+        batch policy (`batch_walk.map_batches`, the capacity as its room); returns (where it
+        stopped, records mapped, why it stopped)."""
+        pos, latest, records, stop = self._offsets.map_batches(
+            chunk, pos, pos + self.walk_bytes, start, self.capacity)
+        self.update_latest_offset(latest)
+        return pos, records, stop
+
+    def checked_through(self, start: int) -> None:
+        """Say that the walk from `start` to `latest_offset` checked the CRC of every batch
+        with records that is not a control batch (the default policy's walk does)."""
+        self.checked = (start, self.latest_offset)
+
+    def filter_batches(self, chunk: memoryview, pos: int, now_ms: int, upper_bound: int
+                       ) -> FilterResult:
+        """One step of the rewrite's walk of `chunk` from `pos` under the default policy:
+        `batch_walk.filter_batches`, against this map."""
+        return self._offsets.filter_batches(chunk, pos, pos + self.walk_bytes,
+                                            self.latest_offset, now_ms, upper_bound,
+                                            *self.checked)
 
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, or -1 if it is not mapped."""
