@@ -8,9 +8,8 @@ read, each with an open handle on its .log file, so the work itself (`build_offs
 serving appends and reads. Both are generators that yield after each step of their walk (a
 batch, or under the default batch policy a run of batches walked in one native call: see
 `OffsetMap.walk_bytes`), so a driver can also run them inline on an event loop; their return
-value is the result. The cleaned segment
-they build belongs to the worker until it is returned; swapping it in is the owner's job
-(`PartitionLog.replace_segments`).
+value is the result. The cleaned segment they build belongs to the worker until it is returned;
+swapping it in is the owner's job (`PartitionLog.replace_segments`).
 
 Reads go through `os.pread` into private buffers (never an mmap of a file another thread may
 truncate), a chunk of whole batches at a time; a batch larger than the chunk is read whole.

@@ -10,6 +10,7 @@ import pytest
 
 from spark_log.clock import ManualClock
 from spark_log.records import Compression, Record, build_batch
+from spark_log.records.batch_header import iter_headers
 from spark_log.records.control_record import (
     ControlRecordType,
     EndTransactionMarker,
@@ -129,6 +130,24 @@ def dirty_again(log: PartitionLog) -> None:
     """One more record, rolled, so the log has something dirty to clean."""
     write_updates(log, [(b"other", b"x")])
     log.roll()
+
+
+def test_a_batch_corrupted_after_it_was_cleaned_stops_the_next_round(log, cleaner) -> None:  # type: ignore
+    """The rewrite copies a batch that this round's offset map did not walk only once its CRC
+    checks."""
+    write_updates(log, updates_over(keys=5, count=100))
+    log.roll()
+    assert clean(cleaner) is not None and cleaner.rounds == 1
+    segment, data, position, header = next(
+        (s, data, p, h) for s in log.segments[:-1] for data in [s.log.read(0, s.size)]
+        for p, h in iter_headers(data) if h.records_count)
+    last = position + header.size - 1  # a record's header count: read by no walk, only the CRC
+    with open(segment.log.path, "r+b") as f:
+        f.seek(last)
+        f.write(bytes([data[last] ^ 0x02]))
+    dirty_again(log)
+    clean(cleaner)
+    assert cleaner.rounds == 1 and cleaner.manager.is_uncleanable(log)
 
 
 def test_idempotent_batches_are_kept_empty_with_their_producer_state(log, cleaner) -> None:  # type: ignore
