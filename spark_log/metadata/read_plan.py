@@ -45,7 +45,7 @@ class FixedRun:
         out = []
         for kind, value in zip(self.kinds, raw, strict=True):
             if kind == "uuid":
-                value = ZERO_UUID if value == _ZERO_BYTES else UUID(bytes=bytes(value))
+                value = _uuid(value)
             elif kind == "bool":
                 if value > 1:
                     return None
@@ -89,6 +89,13 @@ def _close(run: list[FieldSpec]) -> list[FixedRun | FieldSpec]:
     unpack = struct.Struct(">" + "".join(_CODES[kind] for kind in kinds))
     plain = not any(kind in ("uuid", "bool") for kind in kinds)
     return [FixedRun(tuple(run), unpack, unpack.size, kinds, plain)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid(raw: bytes) -> UUID:
+    """A cluster has few distinct ids (topics, directories), each in many records: building a
+    UUID object was the single largest cost of decoding a start's metadata log."""
+    return ZERO_UUID if raw == _ZERO_BYTES else UUID(bytes=raw)
 
 
 @functools.lru_cache(maxsize=256)

@@ -87,6 +87,7 @@ class FetchSlice:
 
 
 EMPTY_SLICE = FetchSlice(None, 0, 0)
+SMALL_FILE_BYTES = 64 * 1024  # read whole rather than mapped (`FileRecords.map`)
 
 
 def slice_next_offset(records: FetchSlice) -> int | None:
@@ -151,10 +152,16 @@ class FileRecords:
     def read(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)
 
-    def map(self) -> mmap.mmap | None:
-        """A read-only map of the whole file (None if empty); unmapped when dropped."""
+    def map(self) -> mmap.mmap | bytes | None:
+        """The whole file to read (None if empty): a read-only map, unmapped when dropped, or
+        for a small file its bytes (one pread costs less than a map's five system calls, and a
+        partition's recovery after a crash maps its active segment four times)."""
         length = os.fstat(self.fd).st_size
-        return mmap.mmap(self.fd, length, prot=mmap.PROT_READ) if length else None
+        if not length:
+            return None
+        if length <= SMALL_FILE_BYTES:
+            return os.pread(self.fd, length, 0)
+        return mmap.mmap(self.fd, length, prot=mmap.PROT_READ)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each whole batch in [start, end or size).

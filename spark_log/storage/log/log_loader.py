@@ -90,10 +90,15 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
     first_unflushed, next_offset = _check_unrecovered(segments, first_unflushed)
     recovered_from = None
     if first_unflushed < len(segments):
+        # The active segment's indexes are rebuilt writable, as they stay: trimming them and
+        # preallocating them again cost a dozen file operations per partition after a crash.
+        segments[-1].set_active(True)
         segments, recovered_from = _recover(directory, segments, first_unflushed, clock, fs,
                                             on_batch)
         next_offset = segments[-1].read_next_offset()
-    for segment in segments:  # (a no-op for those never loaded)
+    # (A no-op for indexes never loaded. A rebuilt active index keeps its few entries in memory,
+    # without a map or a descriptor, as it would after its first append.)
+    for segment in segments if recovered_from is None else segments[:-1]:
         segment.close_indexes()
     segments[-1].set_active(True)
     return LoadedLog(segments, next_offset, recovered_from is not None, recovered_from)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import mmap
 import os
 import socket
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from spark_log.records.errors import CorruptRecordError
-from spark_log.storage.log.file_records import EMPTY_SLICE, FileRecords
+from spark_log.storage.log.file_records import EMPTY_SLICE, SMALL_FILE_BYTES, FileRecords
 
 from ..batches import make_batch
 
@@ -80,3 +81,18 @@ def test_preallocated_file_is_trimmed(tmp_path) -> None:  # type: ignore[no-unty
     f.append([make_batch(1)])
     f.trim()
     assert os.path.getsize(f.path) == f.size == len(make_batch(1))
+
+
+def test_map_reads_a_small_file_whole_and_maps_a_large_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    small = FileRecords(str(tmp_path / "00000000000000000000.log"))
+    assert small.map() is None  # empty
+    small.append([make_batch(2, base_offset=0)])
+    assert type(small.map()) is bytes and small.map() == Path(small.path).read_bytes()
+    large = FileRecords(str(tmp_path / "00000000000000000100.log"))
+    offset = 100
+    while large.size <= SMALL_FILE_BYTES:
+        large.append([make_batch(50, base_offset=offset)])
+        offset += 50
+    mapped = large.map()
+    assert isinstance(mapped, mmap.mmap) and mapped[:] == Path(large.path).read_bytes()
+    assert [h.base_offset for _, h in large.batches()] == list(range(100, offset, 50))
