@@ -62,7 +62,8 @@ class PartitionRegistration:
     last_known_elr: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if all(directory == MIGRATING_DIRECTORY for directory in self.directories):
+        # (count, not a generator: every change record of a start's replay builds one of these)
+        if self.directories.count(MIGRATING_DIRECTORY) == len(self.directories):
             object.__setattr__(self, "directories", (MIGRATING_DIRECTORY,) * len(self.replicas))
         elif len(self.directories) != len(self.replicas):
             raise ValueError(f"{len(self.directories)} directories for "
