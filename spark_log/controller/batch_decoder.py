@@ -34,22 +34,24 @@ class BatchDecoder:
         self.readers = readers
         self.max_kept = max_kept
         self._decode = decode
-        self._kept: dict[int, tuple[Batch, list[MetadataRecord], list[int]]] = {}
+        # id(batch) -> (the batch, its records, how many readers have yet to take them)
+        self._kept: dict[int, tuple[Batch, list[MetadataRecord], int]] = {}
         self._kept_records = 0
         self._frontier = -1  # the highest base offset kept: below it, a late reader asks
 
     def __call__(self, batch: Batch) -> list[MetadataRecord]:
         entry = self._kept.get(id(batch))
         if entry is not None and entry[0] is batch:
-            records, left = entry[1], entry[2]
-            left[0] -= 1
-            if left[0] == 0:
+            records, left = entry[1], entry[2] - 1
+            if left:
+                self._kept[id(batch)] = (batch, records, left)
+            else:
                 self._drop(id(batch))
             return list(records)
         records = self._decode(batch)  # MetadataLoadError: nothing kept, the next one fails too
         if self.readers > 1 and batch.base_offset > self._frontier:
             self._frontier = batch.base_offset
-            self._kept[id(batch)] = (batch, records, [self.readers - 1])
+            self._kept[id(batch)] = (batch, records, self.readers - 1)
             self._kept_records += len(records)
             while self._kept_records > self.max_kept and self._kept:
                 self._drop(next(iter(self._kept)))

@@ -111,9 +111,9 @@ class MetadataLoader:
     """
 
     def __init__(self, source: QuorumSource | None = None, *, node_id: int = -1,
-                 decode: Callable[[Batch], list[MetadataRecord]] | None = None) -> None:
+                 decode: Callable[[Batch], list[MetadataRecord]] = decode_batch) -> None:
         self.node_id = node_id
-        self._decode = decode or decode_batch  # a BatchDecoder shares the work in a node
+        self._decode = decode  # a BatchDecoder shares the work with the node's controller
         self._image = MetadataImage.EMPTY
         self._delta = MetadataDelta(self._image)
         self._offset = -1

@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass
 from uuid import UUID
 
+from spark_log.protocol.wire import uuid_of
+
 from .records import ZERO_UUID
 from .schema import FieldSpec, fields_of
 
@@ -91,11 +93,10 @@ def _close(run: list[FieldSpec]) -> list[FixedRun | FieldSpec]:
     return [FixedRun(tuple(run), unpack, unpack.size, kinds, plain)]
 
 
-@functools.lru_cache(maxsize=4096)
 def _uuid(raw: bytes) -> UUID:
-    """A cluster has few distinct ids (topics, directories), each in many records: building a
-    UUID object was the single largest cost of decoding a start's metadata log."""
-    return ZERO_UUID if raw == _ZERO_BYTES else UUID(bytes=raw)
+    # One object per id (building UUIDs was the largest single cost of decoding a start's
+    # metadata log); the unassigned id is the ZERO_UUID object itself.
+    return ZERO_UUID if raw == _ZERO_BYTES else uuid_of(raw)
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,24 +5,16 @@ flexible (KIP-482) encodings of lengths, counts and tagged fields.
 
 from __future__ import annotations
 
-import functools
 import struct
 import uuid
 
 from .errors import ProtocolError
-from .wire import read_uvarint
+from .wire import read_uvarint, uuid_of
 
 __all__ = ["BodyReader"]
 
 _I8, _I16, _I32, _I64 = (struct.Struct(f">{c}") for c in "bhiq")
 _ZERO_UUID = bytes(16)
-
-
-@functools.lru_cache(maxsize=4096)
-def _uuid(raw: bytes) -> uuid.UUID:
-    """Topic ids repeat in every Fetch a consumer sends; a UUID is immutable, so one is made
-    per id rather than per request."""
-    return uuid.UUID(bytes=raw)
 
 
 class BodyReader:
@@ -107,7 +99,7 @@ class BodyReader:
 
     def uuid(self, what: str) -> uuid.UUID | None:
         raw = bytes(self.take(16, what))
-        return None if raw == _ZERO_UUID else _uuid(raw)
+        return None if raw == _ZERO_UUID else uuid_of(raw)
 
     def tags(self, what: str) -> list[tuple[int, BodyReader]]:
         """The tagged fields here, each with a reader over just its value (none before the

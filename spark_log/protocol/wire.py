@@ -8,7 +8,9 @@ ran past the end instead of returning garbage.
 
 from __future__ import annotations
 
+import functools
 import struct
+import uuid
 
 from .errors import ProtocolError
 
@@ -24,6 +26,7 @@ __all__ = [
     "read_int32",
     "read_uvarint",
     "skip_tag_section",
+    "uuid_of",
     "uvarint",
 ]
 
@@ -104,3 +107,10 @@ def uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 bytes, one object per distinct id: ids (topics, directories) repeat in
+    every Fetch a consumer sends and in most metadata records, and a UUID is immutable."""
+    return uuid.UUID(bytes=raw)
