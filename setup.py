@@ -1,12 +1,19 @@
-"""The optional native part of spark_log; everything else is declared in pyproject.toml.
+"""The optional native parts of spark_log; everything else is declared in pyproject.toml.
 
-`spark_log.records._native_scan` speeds up the log cleaner's walks over batches and records. It
-is optional: if it does not compile, the install goes on and the pure-Python twins are used.
+`spark_log.records._native_scan` speeds up the log cleaner's walks over batches and records and
+the check of a produce request's batch; `spark_log.protocol._native_requests` reads request
+headers and Produce request bodies. Both are optional: if one does not compile, the install goes
+on and the pure-Python twins are used.
 """
 
 from setuptools import Extension, setup
 
-NATIVE = "spark_log/records/"
-setup(ext_modules=[Extension("spark_log.records._native_scan",
-                             [NATIVE + "_native_scan.c", NATIVE + "_native_batches.c"],
-                             depends=[NATIVE + "_native_scan.h"], optional=True)])
+RECORDS = "spark_log/records/"
+PROTOCOL = "spark_log/protocol/"
+setup(ext_modules=[
+    Extension("spark_log.records._native_scan",
+              [RECORDS + "_native_scan.c", RECORDS + "_native_batches.c"],
+              depends=[RECORDS + "_native_scan.h"], optional=True),
+    Extension("spark_log.protocol._native_requests", [PROTOCOL + "_native_requests.c"],
+              optional=True),
+])

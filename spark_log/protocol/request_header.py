@@ -4,11 +4,16 @@ Header v0 is `api_key int16, api_version int16, correlation_id int32`; v1 adds `
 (a nullable int16-length string, in every version); v2 adds a tagged-field section. The version
 follows from the API key and version alone: flexible API versions use v2, ControlledShutdown v0
 uses v0, everything else v1. Kafka reads a null client id as "", and so do we.
+
+`parse_request` reads a frame in one native call when the extension is built; whatever that call
+leaves undecided (and every frame without the extension) takes `parse_request_py`, which defines
+the behaviour and names the error.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import struct
 from typing import NamedTuple
 
@@ -49,6 +54,15 @@ def parse_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader,
     correlation id; an unknown key is read with header v1. Raises `ProtocolError` if the frame
     is too short or the header itself is malformed.
     """
+    if _native_parse is not None:
+        parsed = _native_parse(frame, RequestHeader, request_header_version)
+        if parsed is not None:
+            return parsed
+    return parse_request_py(frame)
+
+
+def parse_request_py(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, memoryview]:
+    """`parse_request` in Python alone: the native reader's twin, which defines it."""
     view = memoryview(frame).cast("B")
     end = len(view)
     need(end, 0, _FIXED_PART, "request header")
@@ -62,6 +76,13 @@ def parse_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader,
         pos = skip_tag_section(view, pos, end, "request header")
     header = RequestHeader(api_key, api_version, correlation_id, client_id, header_version)
     return header, view[pos:]
+
+
+try:  # by name: import-linter reads only Python sources and would misplace the compiled module
+    _native_parse = importlib.import_module(f"{__package__}._native_requests").parse_request
+except ImportError:  # not built: no compiler where it was installed
+    _native_parse = None
+NATIVE = _native_parse is not None
 
 
 def encode_request_header(

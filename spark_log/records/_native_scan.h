@@ -55,6 +55,7 @@ int kept_section(KeyOffsets *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t cou
 PyObject *KeyOffsets_map_batches(KeyOffsets *t, PyObject *args);
 PyObject *KeyOffsets_filter_batches(KeyOffsets *t, PyObject *args);
 PyObject *whole_batches(PyObject *module, PyObject *buf);
+PyObject *client_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 int init_batches(void); /* at import: looks up what the batch walks call */
 
 #endif

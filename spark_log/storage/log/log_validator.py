@@ -2,10 +2,14 @@
 plus UnifiedLog's analyzeAndValidateRecords).
 
 Every batch of the request is checked before anything is written; one bad batch rejects the
-whole append with one exception saying why. Offsets and the leader epoch lie outside the CRC,
-so they are patched into a 61-byte copy of each header while the records stay where they are
-(no copy of the payload); LogAppendTime topics also rewrite the max timestamp and attributes,
-and recompute the CRC over the new header and the untouched records.
+whole append with one exception saying why. A produce request's one batch is checked by
+`records.client_batch` in one native call when the extension is built; whatever that call
+leaves undecided (and every check without the extension) takes the walk below.
+
+Offsets and the leader epoch lie outside the CRC, so they are patched into a 61-byte copy of
+each header while the records stay where they are (no copy of the payload); LogAppendTime topics
+also rewrite the max timestamp and attributes, and recompute the CRC over the new header and
+the untouched records.
 
 Record-level checks (Kafka's validateRecord: a key on every record of a compacted topic, each
 record's timestamp) need the record decoder: `RecordValidator` is the hook for them
@@ -36,6 +40,7 @@ from spark_log.records.batch_header import (
     set_partition_leader_epoch,
     verify_crc,
 )
+from spark_log.records.client_batch import check_client_batch
 from spark_log.storage.append_info import AppendOrigin
 from spark_log.storage.errors import (
     InvalidRecordError,
@@ -95,6 +100,12 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
     """
     view = memoryview(records).cast("B")
     tp = topic_partition
+    if origin is AppendOrigin.CLIENT:  # a produce request: one batch, checked in one call
+        checked = check_client_batch(view, config.max_message_bytes)
+        if checked is not None:
+            _check_records(view, 0, checked, config, now_ms, tp, record_validator)
+            _check_segment_size(checked.size, config, tp)
+            return _assign(view, [(0, checked)], config, next_offset, leader_epoch, now_ms)
     if not view:
         raise InvalidRecordError(f"append to {tp} has no record batches")
     first = read_header(view)
@@ -120,10 +131,7 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
         if leader:
             _check_records(view, pos, h, config, now_ms, tp, record_validator)
     size = batches[-1][0] + batches[-1][1].size
-    if size > config.segment_size:
-        raise RecordBatchTooLargeError(
-            f"Message batch size is {size} bytes in append to partition {tp}, which exceeds "
-            f"the maximum configured segment size of {config.segment_size}.")
+    _check_segment_size(size, config, tp)
     if leader:
         return _assign(view, batches, config, next_offset, leader_epoch, now_ms)
     if first.base_offset < next_offset:
@@ -134,6 +142,13 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
     for _, h in batches:
         _add(out, h)
     return out
+
+
+def _check_segment_size(size: int, config: LogConfig, tp: str) -> None:
+    if size > config.segment_size:
+        raise RecordBatchTooLargeError(
+            f"Message batch size is {size} bytes in append to partition {tp}, which exceeds "
+            f"the maximum configured segment size of {config.segment_size}.")
 
 
 def _check_client_batch(h: BatchHeader, tp: str) -> None:

@@ -1,0 +1,182 @@
+"""The native readers of request headers and Produce bodies (`_native_requests.c`) agree with
+their pure-Python twins, which define them: on any frame, the native call returns what the twin
+returns, or leaves the frame to the twin (None); a frame the twin refuses is always left to it,
+so its error is the one raised."""
+
+from __future__ import annotations
+
+import importlib
+import struct
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spark_log.protocol import produce_request as pr
+from spark_log.protocol import request_header as rh
+from spark_log.protocol.api_table import spec_for
+from spark_log.protocol.codec import encode_entity
+from spark_log.protocol.errors import ProtocolError
+from tests.protocol.hand_readers import mutated
+from tests.protocol.strategies import entities
+
+VERSIONS = range(pr.MIN_VERSION, pr.MAX_VERSION + 1)
+CHECKS = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+native = importlib.import_module("spark_log.protocol._native_requests")
+
+
+def test_the_extension_is_built_and_used():
+    assert pr.NATIVE and rh.NATIVE, (
+        "spark_log/protocol/_native_requests.c is not built: `pip install -e .` (what ./dev "
+        "runs) compiles it when a C compiler and Python's headers are there")
+
+
+def produce_values(request: pr.ProduceRequest) -> tuple:
+    """The request with each records view as its bytes, and the types of every part."""
+    assert type(request) is pr.ProduceRequest
+    topics = []
+    for topic in request.topic_data:
+        assert type(topic) is pr.TopicProduceData and type(topic.partition_data) is tuple
+        parts = []
+        for p in topic.partition_data:
+            assert type(p) is pr.PartitionProduceData
+            assert p.records is None or type(p.records) is memoryview
+            parts.append((p.index, None if p.records is None else bytes(p.records)))
+        topics.append((topic.name, tuple(parts)))
+    return request.transactional_id, request.acks, request.timeout_ms, tuple(topics)
+
+
+def native_produce(body: bytes, flexible: bool) -> pr.ProduceRequest | None:
+    return native.read_produce(memoryview(body), flexible, pr.ProduceRequest,
+                               pr.TopicProduceData, pr.PartitionProduceData)
+
+
+def assert_produce_twins_agree(body: bytes, version: int) -> pr.ProduceRequest | None:
+    flexible = version >= pr.FIRST_FLEXIBLE
+    got = native_produce(body, flexible)
+    try:
+        want = pr.decode_py(body, flexible, version)
+    except ProtocolError:
+        assert got is None  # the twin names the error
+        return None
+    if got is not None:
+        assert produce_values(got) == produce_values(want)
+    return got
+
+
+def kio_type(version: int) -> type:
+    spec = spec_for(0)
+    assert spec is not None
+    return spec.request_type(version)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@CHECKS
+@given(data=st.data())
+def test_produce_bodies_read_natively_as_the_twin_reads_them(version, data):
+    body = encode_entity(data.draw(entities(kio_type(version))))
+    # whatever kio writes, the native reader reads whole (none is left to the twin)
+    assert assert_produce_twins_agree(body, version) is not None
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@CHECKS
+@given(data=st.data(), changes=st.lists(st.tuples(st.integers(0), st.integers(0, 255)),
+                                        max_size=6), cut=st.integers(0))
+def test_mutated_produce_bodies_agree_or_are_left_to_the_twin(version, data, changes, cut):
+    body = mutated(encode_entity(data.draw(entities(kio_type(version)))), changes, cut)
+    assert_produce_twins_agree(body, version)
+
+
+def test_produce_records_are_views_of_the_callers_view():
+    body = bytearray(struct.pack(">hhii", -1, 1, 1000, 1) + struct.pack(">h", 1) + b"t"
+                     + struct.pack(">ii", 1, 7) + struct.pack(">i", 3) + b"abc")
+    request = native_produce(body, False)
+    assert request is not None
+    records = request.topic_data[0].partition_data[0].records
+    body[-1:] = b"Z"
+    assert bytes(records) == b"abZ"
+
+
+@pytest.mark.parametrize("body, flexible", [
+    (struct.pack(">h", 3) + b"\xff\xfe\xfd" + struct.pack(">hii", 1, 0, 0), False),  # not UTF-8
+    (struct.pack(">hhii", -1, 1, 0, 2), False),  # two topics claimed, none there
+    (struct.pack(">hhi", -1, 1, 0), False),  # no topic count
+    (b"\x00\x00\x01\x00\x00\x00\x00\x80\x80\x80\x80\x80", True),  # a 6-byte varint
+    (b"\x00\x00\x01\x00\x00\x00\x00\x80\x80\x80\x80\x10", True),  # a varint past 32 bits
+])
+def test_malformed_produce_bodies_are_left_to_the_twin(body, flexible):
+    assert native_produce(body, flexible) is None
+    with pytest.raises(ProtocolError):
+        pr.decode_py(body, flexible, 9 if flexible else 3)
+
+
+def header_frame(api_key: int, version: int, client_id: bytes | None, tags: bytes,
+                 body: bytes) -> bytes:
+    client = struct.pack(">h", -1) if client_id is None else \
+        struct.pack(">h", len(client_id)) + client_id
+    frame = struct.pack(">hhi", api_key, version, 12345)
+    if rh.request_header_version(api_key, version) >= 1:
+        frame += client
+    if rh.request_header_version(api_key, version) >= 2:
+        frame += tags
+    return frame + body
+
+
+def native_parse(frame: bytes | memoryview):
+    return native.parse_request(frame, rh.RequestHeader, rh.request_header_version)
+
+
+def assert_header_twins_agree(frame: bytes) -> tuple | None:
+    for given_as in (frame, memoryview(frame)):
+        got = native_parse(given_as)
+        try:
+            want = rh.parse_request_py(given_as)
+        except ProtocolError:
+            assert got is None
+            continue
+        if got is not None:
+            assert type(got[0]) is rh.RequestHeader and type(got[1]) is memoryview
+            assert (got[0], bytes(got[1])) == (want[0], bytes(want[1]))
+    return native_parse(frame)
+
+
+@CHECKS
+@given(api_key=st.integers(-2, 80), version=st.integers(-1, 20),
+       client_id=st.none() | st.binary(max_size=20), body=st.binary(max_size=30),
+       tags=st.sampled_from([b"\x00", b"\x01\x00\x02ab", b"\x02\x01\x00\x05\x01z"]),
+       changes=st.lists(st.tuples(st.integers(0), st.integers(0, 255)), max_size=4),
+       cut=st.integers(0))
+def test_request_headers_agree_or_are_left_to_the_twin(api_key, version, client_id, body, tags,
+                                                        changes, cut):
+    frame = header_frame(api_key, version, client_id, tags, body)
+    assert_header_twins_agree(frame)
+    assert_header_twins_agree(mutated(frame, changes, cut))
+
+
+def test_a_well_formed_header_is_read_natively_with_the_body_a_view_of_the_frame():
+    frame = bytearray(header_frame(0, 9, b"rdkafka", b"\x00", b"body"))
+    parsed = native_parse(memoryview(frame))
+    assert parsed is not None
+    header, body = parsed
+    assert header == rh.RequestHeader(0, 9, 12345, "rdkafka", 2)
+    frame[-1:] = b"Y"
+    assert bytes(body) == b"bodY"
+    null_client = native_parse(header_frame(18, 3, None, b"\x00", b""))
+    assert null_client is not None and null_client[0].client_id == ""
+
+
+def test_the_python_readers_stand_in_when_the_extension_is_not_built():
+    code = ("import sys; sys.modules['spark_log.protocol._native_requests'] = None\n"
+            "from spark_log.protocol import produce_request as pr, request_header as rh\n"
+            "assert not pr.NATIVE and not rh.NATIVE\n"
+            "frame = bytes.fromhex('000000090000000700017800') + "
+            "bytes.fromhex('00ffff0000753002046f6e65020000000000000000')\n"
+            "header, body = rh.parse_request(frame)\n"
+            "assert header == rh.RequestHeader(0, 9, 7, 'x', 2), header\n"
+            "request = pr.decode_produce_request(9, body)\n"
+            "assert request.topic_data[0] == pr.TopicProduceData("
+            "'one', (pr.PartitionProduceData(0, None),)), request\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
