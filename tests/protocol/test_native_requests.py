@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spark_log.protocol import fetch_request as fr
 from spark_log.protocol import produce_request as pr
 from spark_log.protocol import request_header as rh
 from spark_log.protocol.api_table import spec_for
@@ -28,7 +29,7 @@ native = importlib.import_module("spark_log.protocol._native_requests")
 
 
 def test_the_extension_is_built_and_used():
-    assert pr.NATIVE and rh.NATIVE, (
+    assert pr.NATIVE and rh.NATIVE and fr.NATIVE, (
         "spark_log/protocol/_native_requests.c is not built: `pip install -e .` (what ./dev "
         "runs) compiles it when a C compiler and Python's headers are there")
 
@@ -66,8 +67,8 @@ def assert_produce_twins_agree(body: bytes, version: int) -> pr.ProduceRequest |
     return got
 
 
-def kio_type(version: int) -> type:
-    spec = spec_for(0)
+def kio_type(version: int, api_key: int = 0) -> type:
+    spec = spec_for(api_key)
     assert spec is not None
     return spec.request_type(version)
 
@@ -111,6 +112,73 @@ def test_malformed_produce_bodies_are_left_to_the_twin(body, flexible):
     assert native_produce(body, flexible) is None
     with pytest.raises(ProtocolError):
         pr.decode_py(body, flexible, 9 if flexible else 3)
+
+
+def native_fetch(body: bytes, version: int) -> fr.FetchRequest | None:
+    return native.read_fetch(memoryview(body), version, fr.FetchRequest, fr.FetchTopic,
+                             fr.FetchPartition, fr.ReplicaState, fr.uuid_of)
+
+
+def fetch_types(request: fr.FetchRequest) -> None:
+    assert type(request) is fr.FetchRequest
+    for topic in request.topics + request.forgotten_topics_data:
+        assert type(topic) is fr.FetchTopic and type(topic.partitions) is tuple
+    for topic in request.topics:
+        assert all(type(p) is fr.FetchPartition for p in topic.partitions)
+
+
+def assert_fetch_twins_agree(body: bytes, version: int) -> fr.FetchRequest | None:
+    got = native_fetch(body, version)
+    try:
+        want = fr.decode_py(body, version)
+    except ProtocolError:
+        assert got is None
+        return None
+    if got is not None:
+        fetch_types(got)
+        assert got == want
+    return got
+
+
+FETCH_VERSIONS = range(fr.MIN_VERSION, fr.MAX_VERSION + 1)
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@CHECKS
+@given(data=st.data())
+def test_fetch_bodies_read_natively_as_the_twin_reads_them(version, data):
+    request = data.draw(entities(kio_type(version, 1)))
+    got = assert_fetch_twins_agree(encode_entity(request), version)
+    state = getattr(request, "replica_state", None)
+    partitions = [p for t in request.topics for p in t.partitions]
+    tagged = version >= 12 and (
+        request.cluster_id is not None
+        or (state is not None and (state.replica_id, state.replica_epoch) != (-1, -1))
+        or any(getattr(p, "replica_directory_id", None) is not None
+               or getattr(p, "high_watermark", (1 << 63) - 1) != (1 << 63) - 1
+               for p in partitions))
+    if not tagged:  # whatever kio writes without tagged fields is read whole
+        assert got is not None
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@CHECKS
+@given(data=st.data(), changes=st.lists(st.tuples(st.integers(0), st.integers(0, 255)),
+                                        max_size=6), cut=st.integers(0))
+def test_mutated_fetch_bodies_agree_or_are_left_to_the_twin(version, data, changes, cut):
+    body = mutated(encode_entity(data.draw(entities(kio_type(version, 1)))), changes, cut)
+    assert_fetch_twins_agree(body, version)
+
+
+def test_a_consumers_fetch_is_read_natively():
+    topic_id = bytes(range(1, 17))
+    body = (struct.pack(">iiibii", 500, 1, 52428800, 1, 0, -1) + b"\x02" + topic_id + b"\x02"
+            + struct.pack(">iiqiqi", 0, 3, 1234, 2, -1, 1048576) + b"\x00\x00" + b"\x01"
+            + b"\x01" + b"\x00")
+    got = native_fetch(body, 15)
+    assert got is not None and got == fr.decode_py(body, 15)
+    assert got.topics[0].topic_id == fr.uuid_of(topic_id)
+    assert got.topics[0].partitions[0].fetch_offset == 1234 and got.replica_id == -1
 
 
 def header_frame(api_key: int, version: int, client_id: bytes | None, tags: bytes,
@@ -171,7 +239,8 @@ def test_a_well_formed_header_is_read_natively_with_the_body_a_view_of_the_frame
 def test_the_python_readers_stand_in_when_the_extension_is_not_built():
     code = ("import sys; sys.modules['spark_log.protocol._native_requests'] = None\n"
             "from spark_log.protocol import produce_request as pr, request_header as rh\n"
-            "assert not pr.NATIVE and not rh.NATIVE\n"
+            "from spark_log.protocol import fetch_request as fr\n"
+            "assert not pr.NATIVE and not rh.NATIVE and not fr.NATIVE\n"
             "frame = bytes.fromhex('000000090000000700017800') + "
             "bytes.fromhex('00ffff0000753002046f6e65020000000000000000')\n"
             "header, body = rh.parse_request(frame)\n"
