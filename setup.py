@@ -1,8 +1,8 @@
 """The optional native parts of spark_log; everything else is declared in pyproject.toml.
 
 `spark_log.records._native_scan` speeds up the log cleaner's walks over batches and records and
-the check of a produce request's batch; `spark_log.protocol._native_requests` reads request
-headers and Produce request bodies. Both are optional: if one does not compile, the install goes
+the check of a produce request's batch; `spark_log.protocol._native_wire` reads request headers,
+Produce and Fetch request bodies and writes the usual Fetch response. Both are optional: if one does not compile, the install goes
 on and the pure-Python twins are used.
 """
 
@@ -14,6 +14,7 @@ setup(ext_modules=[
     Extension("spark_log.records._native_scan",
               [RECORDS + "_native_scan.c", RECORDS + "_native_batches.c"],
               depends=[RECORDS + "_native_scan.h"], optional=True),
-    Extension("spark_log.protocol._native_requests", [PROTOCOL + "_native_requests.c"],
-              optional=True),
+    Extension("spark_log.protocol._native_wire",
+              [PROTOCOL + "_native_wire.c", PROTOCOL + "_native_fetch_response.c"],
+              depends=[PROTOCOL + "_native_wire.h"], optional=True),
 ])

@@ -6,7 +6,7 @@ decoded (cluster_id and replica_state at the top, replica_directory_id and high_
 partition) and every other tag skipped, as KIP-482 asks. The result carries kio's attribute
 names, with `max_wait_ms` for kio's `max_wait`; `tests/protocol/test_fetch_request.py` holds it
 equal to kio on every version. With the extension built, a body without tagged fields is read
-in one native call (`_native_requests.read_fetch`); the rest takes the reader here, which
+in one native call (`_native_wire.read_fetch`); the rest takes the reader here, which
 defines it and names the error.
 """
 
@@ -113,7 +113,7 @@ def decode_py(body: bytes | memoryview, version: int) -> FetchRequest:
 
 
 try:  # by name: import-linter reads only Python sources and would misplace the compiled module
-    _native_read = importlib.import_module(f"{__package__}._native_requests").read_fetch
+    _native_read = importlib.import_module(f"{__package__}._native_wire").read_fetch
 except ImportError:  # not built: no compiler where it was installed
     _native_read = None
 NATIVE = _native_read is not None

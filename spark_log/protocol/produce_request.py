@@ -7,7 +7,7 @@ count as it goes, skips tagged fields (Produce defines none, so all are unknown)
 out each partition's records as a `memoryview` of the frame — no copy. Its result has the
 attribute names of kio's `ProduceRequest` that the broker reads, and `timeout_ms` for kio's
 `timeout`; `tests/protocol/test_produce_request.py` holds it equal to kio on every version.
-With the extension built, a body is read in one native call (`_native_requests.read_produce`);
+With the extension built, a body is read in one native call (`_native_wire.read_produce`);
 whatever that call leaves undecided takes the reader here, which defines it and names the error.
 """
 
@@ -74,7 +74,7 @@ def decode_py(body: bytes | memoryview, flexible: bool, version: int) -> Produce
 
 
 try:  # by name: import-linter reads only Python sources and would misplace the compiled module
-    _native_read = importlib.import_module(f"{__package__}._native_requests").read_produce
+    _native_read = importlib.import_module(f"{__package__}._native_wire").read_produce
 except ImportError:  # not built: no compiler where it was installed
     _native_read = None
 NATIVE = _native_read is not None

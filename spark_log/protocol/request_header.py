@@ -79,7 +79,7 @@ def parse_request_py(frame: bytes | bytearray | memoryview) -> tuple[RequestHead
 
 
 try:  # by name: import-linter reads only Python sources and would misplace the compiled module
-    _native_parse = importlib.import_module(f"{__package__}._native_requests").parse_request
+    _native_parse = importlib.import_module(f"{__package__}._native_wire").parse_request
 except ImportError:  # not built: no compiler where it was installed
     _native_parse = None
 NATIVE = _native_parse is not None

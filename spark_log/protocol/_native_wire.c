@@ -1,5 +1,6 @@
-/* spark_log.protocol._native_requests: the request header and the Produce request body read in
-one C call each, for the broker's hottest path.
+/* spark_log.protocol._native_wire, the request half (the response half is
+_native_fetch_response.c): the request header and the Produce and Fetch request bodies read in
+one C call each, for the broker's hottest paths.
 
   parse_request(frame, header_type, header_version) -> (header, body view) | None
   read_produce(body, flexible, request_type, topic_type, partition_type) -> request | None
@@ -18,9 +19,7 @@ the behaviour and names the error; read_fetch also leaves it every request with 
 null markers and varints (at most 5 bytes, 32 bits), tagged fields skipped, trailing bytes
 ignored, records handed out as views of the body. Every read is checked against the end.
 */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_native_wire.h"
 
 typedef struct {
     const uint8_t *b;
@@ -507,16 +506,19 @@ static PyMethodDef module_methods[] = {
     {"read_fetch", (PyCFunction)(void (*)(void))read_fetch, METH_FASTCALL,
      "read_fetch(body, version, request_type, topic_type, partition_type, replica_state_type, "
      "uuid_of) -> request or None: fetch_request._decode in one call (see the source)."},
+    {"encode_plain_fetch", (PyCFunction)(void (*)(void))encode_plain_fetch, METH_FASTCALL,
+     "encode_plain_fetch(correlation_id, version, error_code, session_id, responses) -> parts "
+     "or None: fetch_response.encode_plain_fetch_response in one call (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "spark_log.protocol._native_requests",
-    "The request header and the Produce and Fetch request bodies read in C (see the comment atop its "
-    "source).",
+    PyModuleDef_HEAD_INIT, "spark_log.protocol._native_wire",
+    "The hottest requests' and responses' wire work in C: request headers, Produce and Fetch "
+    "bodies, the usual Fetch response (see the comments atop its sources).",
     -1, module_methods,
 };
 
-PyMODINIT_FUNC PyInit__native_requests(void) {
+PyMODINIT_FUNC PyInit__native_wire(void) {
     return PyModule_Create(&module_def);
 }

@@ -1,7 +1,8 @@
-"""The native readers of request headers and Produce bodies (`_native_requests.c`) agree with
-their pure-Python twins, which define them: on any frame, the native call returns what the twin
-returns, or leaves the frame to the twin (None); a frame the twin refuses is always left to it,
-so its error is the one raised."""
+"""The native readers of request headers, Produce and Fetch bodies (`_native_wire.c`) and the
+native writer of the usual Fetch response (`_native_fetch_response.c`) agree with their
+pure-Python twins, which define them: on any input, the native call returns what the twin
+returns, or leaves the input to the twin (None); an input the twin refuses is always left to
+it, so its error is the one raised."""
 
 from __future__ import annotations
 
@@ -15,22 +16,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_log.protocol import fetch_request as fr
+from spark_log.protocol import fetch_response
 from spark_log.protocol import produce_request as pr
 from spark_log.protocol import request_header as rh
 from spark_log.protocol.api_table import spec_for
 from spark_log.protocol.codec import encode_entity
-from spark_log.protocol.errors import ProtocolError
+from spark_log.protocol.errors import ErrorCode, ProtocolError
 from tests.protocol.hand_readers import mutated
 from tests.protocol.strategies import entities
+from tests.protocol.test_fetch_response import FileSlice
 
 VERSIONS = range(pr.MIN_VERSION, pr.MAX_VERSION + 1)
 CHECKS = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-native = importlib.import_module("spark_log.protocol._native_requests")
+native = importlib.import_module("spark_log.protocol._native_wire")
 
 
 def test_the_extension_is_built_and_used():
-    assert pr.NATIVE and rh.NATIVE and fr.NATIVE, (
-        "spark_log/protocol/_native_requests.c is not built: `pip install -e .` (what ./dev "
+    assert pr.NATIVE and rh.NATIVE and fr.NATIVE and fetch_response.NATIVE, (
+        "spark_log.protocol._native_wire.c is not built: `pip install -e .` (what ./dev "
         "runs) compiles it when a C compiler and Python's headers are there")
 
 
@@ -237,10 +240,13 @@ def test_a_well_formed_header_is_read_natively_with_the_body_a_view_of_the_frame
 
 
 def test_the_python_readers_stand_in_when_the_extension_is_not_built():
-    code = ("import sys; sys.modules['spark_log.protocol._native_requests'] = None\n"
+    code = ("import sys; sys.modules['spark_log.protocol._native_wire'] = None\n"
             "from spark_log.protocol import produce_request as pr, request_header as rh\n"
             "from spark_log.protocol import fetch_request as fr\n"
+            "from spark_log.protocol import fetch_response\n"
             "assert not pr.NATIVE and not rh.NATIVE and not fr.NATIVE\n"
+            "assert not fetch_response.NATIVE\n"
+            "assert fetch_response.encode_plain_fetch_response(1, 12, 0, 0, [])\n"
             "frame = bytes.fromhex('000000090000000700017800') + "
             "bytes.fromhex('00ffff0000753002046f6e65020000000000000000')\n"
             "header, body = rh.parse_request(frame)\n"
@@ -249,3 +255,69 @@ def test_the_python_readers_stand_in_when_the_extension_is_not_built():
             "assert request.topic_data[0] == pr.TopicProduceData("
             "'one', (pr.PartitionProduceData(0, None),)), request\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- the usual Fetch response ----------------------------------------------------------------
+
+class Sized:
+    """A records object whose `size` may be anything an int can be."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+_ANY_INT = st.integers(-(2**64), 2**64) | st.booleans() | st.none() | st.text(max_size=2)
+_RECORDS = (st.binary(max_size=30) | st.binary(max_size=30).map(FileSlice)
+            | st.binary(max_size=30).map(memoryview) | st.binary(max_size=30).map(bytearray)
+            | st.integers(-3, 2**32).map(Sized) | st.none())
+_PARTITION = st.fixed_dictionaries({
+    "partition_index": _ANY_INT, "error_code": _ANY_INT | st.sampled_from(list(ErrorCode)),
+    "high_watermark": _ANY_INT, "last_stable_offset": _ANY_INT, "log_start_offset": _ANY_INT,
+    "aborted_transactions": st.none() | st.lists(st.fixed_dictionaries(
+        {"producer_id": _ANY_INT, "first_offset": _ANY_INT}), max_size=2),
+    "preferred_read_replica": _ANY_INT, "records": _RECORDS,
+})
+_TOPICS = st.lists(st.fixed_dictionaries({
+    "topic": st.text(max_size=8) | st.none(), "topic_id": st.uuids() | st.none(),
+    "partitions": st.lists(_PARTITION, max_size=3)}), max_size=3)
+
+
+def python_parts(*args) -> list | None:
+    try:
+        return fetch_response.encode_plain_py(*args)
+    except Exception:  # the error is the Python writer's to raise
+        return None
+
+
+@CHECKS
+@given(topics=_TOPICS, correlation_id=_ANY_INT, version=st.integers(2, 19),
+       error_code=_ANY_INT, session_id=_ANY_INT)
+def test_fetch_responses_written_natively_as_the_twin_writes_them(topics, correlation_id,
+                                                                  version, error_code,
+                                                                  session_id):
+    args = (correlation_id, version, error_code, session_id, topics)
+    got = native.encode_plain_fetch(*args)
+    want = python_parts(*args)
+    if want is None:
+        assert got is None
+    elif got is not None:
+        assert [type(p) for p in got] == [type(p) for p in want]
+        assert [p if type(p) is bytes else id(p) for p in got] == \
+            [p if type(p) is bytes else id(p) for p in want]
+
+
+@pytest.mark.parametrize("version", range(4, 19))
+def test_a_usual_fetch_response_is_written_natively(version):
+    records = FileSlice(b"x" * 70)
+    topics = [{"topic": "t", "topic_id": fr.uuid_of(bytes(range(16))), "partitions": [
+        {"partition_index": 0, "error_code": ErrorCode.none, "high_watermark": 9,
+         "last_stable_offset": 9, "log_start_offset": 0, "aborted_transactions": None,
+         "preferred_read_replica": -1, "records": records},
+        {"partition_index": 1, "error_code": ErrorCode.none, "high_watermark": 3,
+         "last_stable_offset": 3, "log_start_offset": 0,
+         "aborted_transactions": [{"producer_id": 7, "first_offset": 2}],
+         "preferred_read_replica": -1, "records": b""}]}]
+    got = native.encode_plain_fetch(5, version, ErrorCode.none, 0, topics)
+    assert got is not None and got == fetch_response.encode_plain_py(5, version, ErrorCode.none,
+                                                                    0, topics)
+    assert got[1] is records
