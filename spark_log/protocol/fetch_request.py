@@ -12,13 +12,13 @@ defines it and names the error.
 
 from __future__ import annotations
 
-import importlib
 import struct
 import uuid
 from typing import NamedTuple
 
 from .body_reader import BodyReader
 from .errors import ProtocolError
+from .native_wire import NATIVE_WIRE
 from .wire import uuid_of
 
 __all__ = ["FetchPartition", "FetchRequest", "FetchTopic", "ReplicaState",
@@ -112,10 +112,7 @@ def decode_py(body: bytes | memoryview, version: int) -> FetchRequest:
         raise ProtocolError(f"malformed FetchRequest v{version}: {e}") from None
 
 
-try:  # by name: import-linter reads only Python sources and would misplace the compiled module
-    _native_read = importlib.import_module(f"{__package__}._native_wire").read_fetch
-except ImportError:  # not built: no compiler where it was installed
-    _native_read = None
+_native_read = NATIVE_WIRE.read_fetch if NATIVE_WIRE is not None else None
 NATIVE = _native_read is not None
 
 

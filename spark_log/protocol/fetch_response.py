@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import struct
 import uuid
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 from .codec import encode_entity
 from .errors import EncodeError
 from .framing import SIZE_PREFIX
+from .native_wire import NATIVE_WIRE
 from .response_header import encode_response_header, response_header_version
 from .schema import Kind, shape_of
 from .wire import INT16, INT32, INT64, uvarint
@@ -299,10 +299,7 @@ class _PartsWriter:
             self.pending = bytearray()
 
 
-try:  # by name: import-linter reads only Python sources and would misplace the compiled module
-    _native_encode = importlib.import_module(f"{__package__}._native_wire").encode_plain_fetch
-except ImportError:  # not built: no compiler where it was installed
-    _native_encode = None
+_native_encode = NATIVE_WIRE.encode_plain_fetch if NATIVE_WIRE is not None else None
 NATIVE = _native_encode is not None
 
 _NULL_COMPACT = uvarint(0)

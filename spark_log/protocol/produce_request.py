@@ -13,12 +13,12 @@ whatever that call leaves undecided takes the reader here, which defines it and 
 
 from __future__ import annotations
 
-import importlib
 import struct
 from typing import NamedTuple
 
 from .body_reader import BodyReader
 from .errors import ProtocolError
+from .native_wire import NATIVE_WIRE
 
 __all__ = ["PartitionProduceData", "ProduceRequest", "TopicProduceData", "decode_produce_request"]
 
@@ -73,10 +73,7 @@ def decode_py(body: bytes | memoryview, flexible: bool, version: int) -> Produce
         raise ProtocolError(f"malformed ProduceRequest v{version}: {e}") from None
 
 
-try:  # by name: import-linter reads only Python sources and would misplace the compiled module
-    _native_read = importlib.import_module(f"{__package__}._native_wire").read_produce
-except ImportError:  # not built: no compiler where it was installed
-    _native_read = None
+_native_read = NATIVE_WIRE.read_produce if NATIVE_WIRE is not None else None
 NATIVE = _native_read is not None
 
 

@@ -13,12 +13,12 @@ the behaviour and names the error.
 from __future__ import annotations
 
 import functools
-import importlib
 import struct
 from typing import NamedTuple
 
 from .api_table import CONTROLLED_SHUTDOWN_KEY, flexible_from
 from .errors import ProtocolError
+from .native_wire import NATIVE_WIRE
 from .wire import INT16, INT32, need, read_int16, skip_tag_section
 
 __all__ = ["RequestHeader", "encode_request_header", "parse_request", "request_header_version"]
@@ -78,10 +78,7 @@ def parse_request_py(frame: bytes | bytearray | memoryview) -> tuple[RequestHead
     return header, view[pos:]
 
 
-try:  # by name: import-linter reads only Python sources and would misplace the compiled module
-    _native_parse = importlib.import_module(f"{__package__}._native_wire").parse_request
-except ImportError:  # not built: no compiler where it was installed
-    _native_parse = None
+_native_parse = NATIVE_WIRE.parse_request if NATIVE_WIRE is not None else None
 NATIVE = _native_parse is not None
 
 
