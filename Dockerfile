@@ -17,9 +17,15 @@ RUN useradd --create-home --uid 1000 spark \
     && chown spark:spark /data /opt/spark-work
 
 WORKDIR /opt/spark_log
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY spark_log ./spark_log
-RUN pip install --no-cache-dir . && rm -rf /opt/spark_log/build
+# setup.py's native parts (the cleaner's walks, the produce batch check, the hot requests' wire
+# work) compile with gcc, which leaves the image again once the package is installed.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install --no-cache-dir . \
+    && apt-get purge -y --auto-remove gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/* /opt/spark_log/build
 
 ENV PYTHONUNBUFFERED=1 \
     PYSPARK_PYTHON=python3 \

@@ -146,6 +146,10 @@ def test_dockerfile_installs_the_package_on_python_311_with_java_17() -> None:
     assert [s[-1] for s in stages] == ["base", "jupyter"]
     assert "openjdk-17-jre-headless" in text
     assert "pip install --no-cache-dir ." in text
+    # The native parts are built in the image: setup.py is copied, a compiler is there for it.
+    assert "COPY pyproject.toml setup.py" in text and "gcc libc6-dev" in text
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert "setup.py" not in ignored and "spark_log" not in ignored
     assert 'CMD ["spark-log", "broker"' in text
     # The broker services replace the entrypoint: they keep the image's init in front.
     assert 'ENTRYPOINT ["tini", "--"]' in text
