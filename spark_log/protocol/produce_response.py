@@ -31,6 +31,10 @@ _INT64 = struct.Struct(">q")
 # v8+: a partition without record errors, error message or leader ends the same way each time
 _PARTITION_V8 = struct.Struct(">ihqqq")  # ... and log start offset
 _PLAIN_END = {False: _INT32.pack(0) + _INT16.pack(-1), True: b"\x01\x00" + _NO_TAGS}
+_PLAIN_TAIL = {False: _PLAIN_END[False], True: _PLAIN_END[True] + _NO_TAGS}  # + topic's tags
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+_TOPIC_HEADS: dict[tuple[str, bool], bytes] = {}
+_MAX_TOPIC_HEADS = 4096
 
 
 class PartitionResult(NamedTuple):
@@ -61,6 +65,11 @@ def encode_produce_response(correlation_id: int, version: int,
                             node_endpoints: Sequence[NodeEndpoint] = ()) -> bytes:
     """A complete response frame: size prefix, header, body."""
     flexible = version >= _FIRST_FLEXIBLE
+    if len(topics) == 1 and version >= 8 and not node_endpoints:
+        name, partitions = topics[0]
+        if len(partitions) == 1 and _plain(partitions[0]):  # nearly every answer
+            return _one_plain_partition(correlation_id, flexible, name, partitions[0],
+                                        throttle_time_ms)
     out = [bytes(SIZE_PREFIX.size), _INT32.pack(correlation_id)]
     if flexible:
         out.append(_NO_TAGS)
@@ -81,9 +90,42 @@ def encode_produce_response(correlation_id: int, version: int,
     return bytes(frame)
 
 
+def _plain(p: PartitionResult) -> bool:
+    """Whether a v8+ partition answer ends the same way each time (every successful append)."""
+    return p.error_message is None and not p.record_errors and p.current_leader is None
+
+
+def _one_plain_partition(correlation_id: int, flexible: bool, name: str, p: PartitionResult,
+                         throttle_time_ms: int) -> bytes:
+    """The frame of the usual answer, one topic with one plain partition, in one join: what
+    comes before and after the partition's fields is the same for every answer of a topic."""
+    head = _topic_head(name, flexible)
+    tail = _PLAIN_TAIL[flexible]
+    end = _INT32.pack(throttle_time_ms) + _NO_TAGS if flexible else _INT32.pack(throttle_time_ms)
+    # the size prefix counts what follows it: the correlation id and the rest
+    size = _INT32.size + len(head) + _PARTITION_V8.size + len(tail) + len(end)
+    return b"".join((
+        _SIZE_AND_CORRELATION.pack(size, correlation_id), head,
+        _PARTITION_V8.pack(p.index, p.error_code, p.base_offset, p.log_append_time,
+                           p.log_start_offset),
+        tail, end))
+
+
+def _topic_head(name: str, flexible: bool) -> bytes:
+    """(Header tags,) one topic, its name, one partition: kept per topic, a few thousand at most."""
+    key = (name, flexible)
+    head = _TOPIC_HEADS.get(key)
+    if head is None:
+        if len(_TOPIC_HEADS) >= _MAX_TOPIC_HEADS:
+            _TOPIC_HEADS.clear()
+        head = _TOPIC_HEADS[key] = b"".join((
+            _NO_TAGS if flexible else b"", _count(1, flexible), _string(name, flexible),
+            _count(1, flexible)))
+    return head
+
+
 def _partition(p: PartitionResult, version: int, flexible: bool) -> bytes:
-    if version >= 8 and p.error_message is None and not p.record_errors and \
-            p.current_leader is None:  # every successful append
+    if version >= 8 and _plain(p):  # every successful append
         return _PARTITION_V8.pack(p.index, p.error_code, p.base_offset, p.log_append_time,
                                   p.log_start_offset) + _PLAIN_END[flexible]
     parts = [_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time)]

@@ -191,11 +191,13 @@ class LeaderPartition:
         return self.pending
 
     def _advance_high_watermark(self) -> bool:
-        ends = [self.log_end_offset]
-        ends += [self.followers[r].log_end_offset for r in self.maximal_isr if r != self.node_id]
-        if UNKNOWN in ends:
-            return False
-        new = min(ends)
+        new = self.log_end_offset
+        if self.followers:  # (every ISR member but the leader is one: a single replica has none)
+            ends = [self.followers[r].log_end_offset for r in self.maximal_isr
+                    if r != self.node_id]
+            if UNKNOWN in ends:
+                return False
+            new = min(new, *ends) if ends else new
         if new <= self.high_watermark:
             return False
         self.high_watermark = new

@@ -108,3 +108,26 @@ def test_a_partition_led_elsewhere_names_its_leader_and_where_it_listens() -> No
     assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (3, 7)
     (node,) = response.node_endpoints
     assert (node.node_id, node.host, node.port, node.rack) == (3, "broker-3", 9092, "r1")
+
+
+plain_partitions = st.builds(
+    PartitionResult, index=st.integers(0, 2**31 - 1), error_code=st.integers(-1, 120),
+    base_offset=st.integers(-1, 2**62), log_append_time=st.integers(-1, 2**42),
+    log_start_offset=st.integers(-1, 2**62), error_message=st.none(), record_errors=st.just(()),
+    current_leader=st.none())
+
+
+@settings(max_examples=150, deadline=None)
+@given(version=st.sampled_from([v for v in VERSIONS if v >= 8]), partition=plain_partitions,
+       name=st.text(min_size=1, max_size=30), throttle=st.integers(0, 2**31 - 1),
+       correlation=st.integers(-(2**31), 2**31 - 1))
+def test_one_plain_partition_equals_kio_encoding(version: int, partition: PartitionResult,
+                                                 name: str, throttle: int,
+                                                 correlation: int) -> None:
+    """The usual answer (one topic, one partition without errors or leader) takes a shorter
+    path; it writes the same bytes, the same topic's second answer (its head kept) too."""
+    results = [(name, [partition])]
+    expected = encode_response(correlation, build(SPEC.response_type(version),
+                                                  as_dict(results, throttle, version)))
+    assert encode_produce_response(correlation, version, results, throttle) == expected
+    assert encode_produce_response(correlation, version, results, throttle) == expected

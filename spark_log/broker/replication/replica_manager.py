@@ -240,7 +240,9 @@ class ReplicaManager:
         min.insync.replicas members first (NOT_ENOUGH_REPLICAS)."""
         key = (topic, partition)
         leader = self._leader(key)
-        target = self.log(topic, partition)
+        target = self.logs.get(topic, partition)
+        if target is None:
+            raise UnknownTopicError(f"{topic}-{partition}")
         if required_acks == -1 and leader.under_min_isr(target.config.min_insync_replicas):
             raise KafkaError(
                 ErrorCode.not_enough_replicas,

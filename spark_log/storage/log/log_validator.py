@@ -105,7 +105,7 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
         if checked is not None:
             _check_records(view, 0, checked, config, now_ms, tp, record_validator)
             _check_segment_size(checked.size, config, tp)
-            return _assign(view, [(0, checked)], config, next_offset, leader_epoch, now_ms)
+            return _assign(view, 0, checked, config, next_offset, leader_epoch, now_ms)
     if not view:
         raise InvalidRecordError(f"append to {tp} has no record batches")
     first = read_header(view)
@@ -132,8 +132,8 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
             _check_records(view, pos, h, config, now_ms, tp, record_validator)
     size = batches[-1][0] + batches[-1][1].size
     _check_segment_size(size, config, tp)
-    if leader:
-        return _assign(view, batches, config, next_offset, leader_epoch, now_ms)
+    if leader:  # one batch (more were refused above)
+        return _assign(view, *batches[0], config, next_offset, leader_epoch, now_ms)
     if first.base_offset < next_offset:
         raise UnexpectedAppendOffsetError(
             f"Unexpected offset in append to {tp}. First offset {first.base_offset} is less "
@@ -219,29 +219,30 @@ def _check_header_timestamps(h: BatchHeader, config: LogConfig, now: int, tp: st
                                     f"must not set the timestamp type to LogAppendTime")
 
 
-def _assign(view: memoryview, batches: list[tuple[int, BatchHeader]], config: LogConfig,
-            next_offset: int, leader_epoch: int, now: int) -> ValidatedAppend:
-    log_append = config.message_timestamp_type == "LogAppendTime"
-    out = ValidatedAppend(log_append_time=now if log_append else NO_TIMESTAMP)
-    offset = next_offset
-    for pos, h in batches:
-        header = bytearray(view[pos : pos + HEADER_SIZE])
-        set_base_offset(header, 0, offset)
-        set_partition_leader_epoch(header, 0, leader_epoch)
-        body = view[pos + HEADER_SIZE : pos + h.size]
-        if log_append:
-            final = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch,
-                               attributes=h.attributes | TIMESTAMP_TYPE_BIT, max_timestamp=now)
-            HEADER.pack_into(header, 0, *final)
-            final = final._replace(crc=crc32c(body, crc32c(header[CRC_START:])))
-            HEADER.pack_into(header, 0, *final)
-        else:
-            final = BatchHeader(offset, h[1], leader_epoch, *h[3:])
-        out.buffers += (header, body)
-        out.size += h.size
-        _add(out, final)
-        offset = final.next_offset
-    return out
+def _assign(view: memoryview, pos: int, h: BatchHeader, config: LogConfig, next_offset: int,
+            leader_epoch: int, now: int) -> ValidatedAppend:
+    """The leader's one batch (at `pos`, described by `h`) with its offsets from `next_offset`,
+    its leader epoch, and under LogAppendTime the broker's timestamp and a new CRC."""
+    header = bytearray(view[pos : pos + HEADER_SIZE])
+    set_base_offset(header, 0, next_offset)
+    set_partition_leader_epoch(header, 0, leader_epoch)
+    body = view[pos + HEADER_SIZE : pos + h.size]
+    if config.message_timestamp_type == "LogAppendTime":
+        final = h._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch,
+                           attributes=h.attributes | TIMESTAMP_TYPE_BIT, max_timestamp=now)
+        HEADER.pack_into(header, 0, *final)
+        final = final._replace(crc=crc32c(body, crc32c(header[CRC_START:])))
+        HEADER.pack_into(header, 0, *final)
+        log_append_time = now
+    else:
+        final = BatchHeader(next_offset, h[1], leader_epoch, *h[3:])
+        log_append_time = NO_TIMESTAMP
+    if final.max_timestamp > NO_TIMESTAMP:
+        max_timestamp, offset_of_max = final.max_timestamp, final.last_offset
+    else:
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+    return ValidatedAppend([header, body], [final], max_timestamp, offset_of_max,
+                           log_append_time, final.records_count, h.size)
 
 
 def _add(out: ValidatedAppend, h: BatchHeader) -> None:

@@ -225,13 +225,11 @@ class PartitionLog:
                 self._producers.apply(pending)
         except OSError as e:
             raise self.failure.fail(f"appending to {self.name}", e) from e
-        return AppendInfo(
-            first_offset=valid.first_offset, last_offset=valid.last_offset,
-            max_timestamp=valid.max_timestamp,
-            offset_of_max_timestamp=valid.offset_of_max_timestamp,
-            log_append_time=valid.log_append_time, log_start_offset=self._log_start_offset,
-            batch_count=len(valid.headers), record_count=valid.record_count,
-            size_bytes=valid.size)
+        headers = valid.headers
+        return AppendInfo(  # first and last offsets, max timestamp and its offset, ...
+            headers[0].base_offset, headers[-1].last_offset, valid.max_timestamp,
+            valid.offset_of_max_timestamp, valid.log_append_time, self._log_start_offset,
+            len(headers), valid.record_count, valid.size)
 
     def roll(self) -> Segment:
         """Start a new active segment at the log end offset."""

@@ -174,19 +174,21 @@ class Segment:
         offset that no longer fits the 32-bit relative offset."""
         size = self.log.size
         config = self._config
-        offset_index = self.offset_index
         if size > config.segment_size - messages_size:
             return True
         if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) \
                 > config.max_segment_ms - self.roll_jitter_ms:
             return True
-        return (offset_index.is_full or self.time_index.is_full
-                or not offset_index.can_append_offset(max_offset))
+        offset_index = self.offset_index
+        return (not 0 <= max_offset - self.base_offset <= 0x7FFFFFFF  # can_append_offset
+                or offset_index.is_full or self.time_index.is_full)
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        self.first_batch_timestamp()
-        if self._rolling_ts is not None and self._rolling_ts >= 0:
-            return message_timestamp - self._rolling_ts
+        rolling = self._rolling_ts
+        if rolling is None:
+            rolling = self.first_batch_timestamp()
+        if rolling is not None and rolling >= 0:
+            return message_timestamp - rolling
         return now_ms - self.created_ms
 
     def first_batch_timestamp(self) -> int | None:

@@ -62,10 +62,11 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> bytes 
 
 def _encode(ctx: RequestContext, services: Services,
             results: list[tuple[str, list[PartitionResult]]]) -> bytes:
-    leaders = sorted({a.current_leader[0] for _, answers in results for a in answers
-                      if a.current_leader is not None and a.current_leader[0] >= 0})
-    return encode_produce_response(ctx.header.correlation_id, ctx.version, results, 0,
-                                   _endpoints(services, leaders))
+    leaders = {a.current_leader[0] for _, answers in results for a in answers
+               if a.current_leader is not None and a.current_leader[0] >= 0}
+    header = ctx.header
+    return encode_produce_response(header.correlation_id, header.api_version, results, 0,
+                                   _endpoints(services, sorted(leaders)) if leaders else ())
 
 
 async def _answer_when_replicated(ctx: RequestContext, services: Services,
