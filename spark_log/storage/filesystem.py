@@ -8,8 +8,6 @@ written through mmap and are not routed here: indexes are derived data, rebuilt 
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 from collections.abc import Sequence
 
@@ -38,27 +36,6 @@ class FileSystem:
             self.fsync(fd)
         finally:
             os.close(fd)
-
-    @property
-    def can_sync_file_system(self) -> bool:
-        """Whether `sync_file_system` does anything here (Linux)."""
-        return _SYNCFS is not None
-
-    def sync_file_system(self, path: str) -> bool:
-        """Make everything written to the file system holding `path` durable, with one call
-        (Linux's syncfs, which reports write-back errors since Linux 5.8) where thousands of
-        small files would each take an fsync. False where there is no syncfs: nothing was
-        done, and the caller fsyncs file by file."""
-        if _SYNCFS is None:
-            return False
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            if _SYNCFS(fd) != 0:
-                code = ctypes.get_errno()
-                raise OSError(code, f"syncfs: {os.strerror(code)}", path)
-        finally:
-            os.close(fd)
-        return True
 
     def truncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
@@ -113,17 +90,6 @@ def _skip(buffers: list[Buffer], n: int) -> list[Buffer]:
     return buffers
 
 
-def _load_syncfs() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        syncfs = libc.syncfs
-    except (OSError, AttributeError, TypeError):  # not Linux's C library
-        return None
-    syncfs.argtypes, syncfs.restype = [ctypes.c_int], ctypes.c_int
-    return syncfs
-
-
-_SYNCFS = _load_syncfs()
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 DEFAULT_FS = FileSystem()

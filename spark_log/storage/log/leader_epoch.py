@@ -156,19 +156,11 @@ class LeaderEpochCache:
 class EpochSyncs:
     """Checkpoint files whose replacement is owed. Invariant: after `run()` each has replaced
     its file durably, as if each write had synced itself: every staged file is written and
-    made durable, then all are renamed, then the renames made durable. The file work runs on
+    fsynced, then all are renamed, then their directories fsynced. The file work runs on
     worker threads, one task per share of the files: creating thousands of files one after
-    another, and a thread-pool future per file, held a 10,000-partition start for seconds.
-
-    A few files are fsynced one by one, and their directories. From BULK_FILES on (a broker
-    taking the leadership of its partitions at start), each file system holding them is synced
-    whole instead, once before the renames and once after: two calls in place of two fsyncs a
-    partition, which took 2-4 s of a 10,000-partition start. The cost is that every page
-    written to that file system so far goes to disk too, which is little at start and bounded
-    by the kernel's dirty-page limits otherwise."""
+    another, and a thread-pool future per file, held a 10,000-partition start for seconds."""
 
     WORKERS = 16  # concurrent fsyncs share the file system's journal commits
-    BULK_FILES = 1000
 
     def __init__(self, fs: FileSystem = DEFAULT_FS) -> None:
         self.fs = fs
@@ -181,20 +173,10 @@ class EpochSyncs:
             return
         dirs = sorted({os.path.dirname(f.path) or "." for f, _ in owed})
         workers = min(self.WORKERS, len(owed))
-        files = [f for f, _ in owed]
         with ThreadPoolExecutor(workers) as pool:
             # Each phase ends before the next starts; the first failure raises here.
-            if len(owed) >= self.BULK_FILES and self.fs.can_sync_file_system:
-                file_systems = _one_dir_per_file_system(dirs)
-                list(pool.map(_stage_unsynced, _shares(owed, workers)))
-                for path in file_systems:
-                    self.fs.sync_file_system(path)
-                list(pool.map(_publish, _shares(files, workers)))
-                for path in file_systems:
-                    self.fs.sync_file_system(path)
-                return
             list(pool.map(_stage_synced, _shares(owed, workers)))
-            list(pool.map(_publish, _shares(files, workers)))
+            list(pool.map(_publish, _shares([f for f, _ in owed], workers)))
             list(pool.map(self._sync_dirs, _shares(dirs, workers)))
 
     def _sync_dirs(self, dirs: list[str]) -> None:
@@ -206,23 +188,9 @@ def _shares(items: list[T], count: int) -> list[list[T]]:
     return [items[i::count] for i in range(count)]
 
 
-def _one_dir_per_file_system(dirs: list[str]) -> list[str]:
-    """A directory of `dirs` on each file system they are on (a broker's log dirs may be on
-    several disks)."""
-    by_device: dict[int, str] = {}
-    for path in dirs:
-        by_device.setdefault(os.stat(path).st_dev, path)
-    return list(by_device.values())
-
-
 def _stage_synced(files: list[tuple[CheckpointFile, list[str]]]) -> None:
     for file, lines in files:
         file.stage(lines, sync=True)
-
-
-def _stage_unsynced(files: list[tuple[CheckpointFile, list[str]]]) -> None:
-    for file, lines in files:
-        file.stage(lines, sync=False)
 
 
 def _publish(files: list[CheckpointFile]) -> None:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import errno
 import logging
 import os
 
@@ -153,71 +152,3 @@ def test_assignments_made_durable_together(tmp_path) -> None:  # type: ignore[no
     assert [LeaderEpochCache(p).entries for p in paths] == [[EpochEntry(5, 10)]] * 3
     syncs.run()  # nothing owed any more
     assert len(fs.synced) == 6
-
-
-class FileSystemSyncs(FileSystem):
-    """Records each fsync and each whole-file-system sync, with what the checkpoints then
-    held; `fail_sync` makes the whole-file-system sync fail as a dying disk would."""
-
-    def __init__(self, paths: list[str], *, fail_sync: bool = False) -> None:
-        self.paths, self.fail_sync = paths, fail_sync
-        self.fsyncs = 0
-        self.file_system_syncs: list[list[list[EpochEntry]]] = []
-
-    def fsync(self, fd: int) -> None:
-        self.fsyncs += 1
-        super().fsync(fd)
-
-    def sync_file_system(self, path: str) -> bool:
-        if self.fail_sync:
-            raise OSError(errno.EIO, "injected syncfs failure")
-        self.file_system_syncs.append([LeaderEpochCache(p).entries for p in self.paths])
-        return super().sync_file_system(path)
-
-
-def owe_assignments(tmp_path, fs: FileSystem, count: int) -> tuple[EpochSyncs, list[str]]:  # type: ignore[no-untyped-def]
-    syncs = EpochSyncs(fs)
-    paths = []
-    for p in range(count):
-        (tmp_path / f"t-{p}").mkdir()
-        paths.append(str(tmp_path / f"t-{p}" / "leader-epoch-checkpoint"))
-        LeaderEpochCache(paths[-1], fs).assign(1, 0)  # the file as it was
-        assert LeaderEpochCache(paths[-1], fs).assign(5, 10, syncs)
-    return syncs, paths
-
-
-@pytest.mark.skipif(not FileSystem().can_sync_file_system, reason="no syncfs on this system")
-def test_many_assignments_made_durable_by_two_file_system_syncs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(EpochSyncs, "BULK_FILES", 4)
-    fs = FileSystemSyncs([])
-    syncs, fs.paths = owe_assignments(tmp_path, fs, 5)
-    fs.fsyncs = 0
-    syncs.run()
-    # One sync with the new files staged and the old ones still in place, one after the renames;
-    # no fsync of any file or directory.
-    before, after = [EpochEntry(1, 0)], [EpochEntry(1, 0), EpochEntry(5, 10)]
-    assert fs.file_system_syncs == [[before] * 5, [after] * 5]
-    assert fs.fsyncs == 0
-    assert [LeaderEpochCache(p).entries for p in fs.paths] == [after] * 5
-
-
-def test_a_failed_file_system_sync_publishes_nothing(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(EpochSyncs, "BULK_FILES", 4)
-    monkeypatch.setattr(FileSystem, "can_sync_file_system", property(lambda self: True))
-    fs = FileSystemSyncs([], fail_sync=True)
-    syncs, paths = owe_assignments(tmp_path, fs, 5)
-    with pytest.raises(OSError, match="injected syncfs failure"):
-        syncs.run()
-    assert [LeaderEpochCache(p).entries for p in paths] == [[EpochEntry(1, 0)]] * 5
-
-
-def test_many_assignments_fsynced_one_by_one_without_syncfs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(EpochSyncs, "BULK_FILES", 4)
-    monkeypatch.setattr(FileSystem, "can_sync_file_system", property(lambda self: False))
-    fs = FileSystemSyncs([])
-    syncs, fs.paths = owe_assignments(tmp_path, fs, 5)
-    fs.fsyncs = 0
-    syncs.run()
-    assert fs.file_system_syncs == [] and fs.fsyncs == 10  # each staged file, each directory
-    assert [LeaderEpochCache(p).entries for p in fs.paths] == \
-        [[EpochEntry(1, 0), EpochEntry(5, 10)]] * 5
