@@ -1,0 +1,106 @@
+"""Instructions the broker executes per one-record produce request, counted by valgrind's
+callgrind: a repeatable measure of the request path's cost on a machine too noisy for
+throughput to show a change of 10%.
+
+A broker runs under callgrind with counting off; `rdkafka_performance` sends a warm-up, then
+counting is switched on for `--requests` one-record produce requests (`linger.ms=0`,
+`batch.num.messages=1`, one request in flight, so every request is read and answered alone) and
+off again. With `--before DIR`, another checkout's broker is measured the same way in the same
+run and the ratio printed. Only user-space instructions count (not the kernel's work in the
+system calls). Each broker runs under the interpreter running this script.
+
+Usage, from the repository root:
+    python bench/request_instructions.py --rdkafka-performance PATH [--requests 2000]
+                                         [--before OTHER_CHECKOUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+READY_S = 300  # a broker starting under callgrind runs some 50 times slower
+
+
+def instructions_per_request(repo: Path, perf: str, requests: int) -> float:
+    work = Path(tempfile.mkdtemp(prefix="bench-instructions-"))
+    out = work / "callgrind.out"
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    with open(work / "broker.log", "wb") as log:
+        broker = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+             f"--callgrind-out-file={out}", sys.executable, "-m", "spark_log.broker",
+             "--data-dir", str(work / "data"), "--host", "127.0.0.1", "--port", "0"],
+            cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        port = _port(work / "data" / "broker.json", broker)
+        args = [perf, "-P", "-t", "one", "-p", "0", "-s", "100", "-a", "1", "-X", "linger.ms=0",
+                "-X", "batch.num.messages=1", "-X", "max.in.flight=1",
+                "-b", f"127.0.0.1:{port}"]
+        subprocess.run([*args, "-c", "300"], capture_output=True, check=True, timeout=600)
+        _control("-i", "on", broker.pid)
+        subprocess.run([*args, "-c", str(requests)], capture_output=True, check=True,
+                       timeout=1800)
+        _control("-i", "off", broker.pid)
+        _control("-d", None, broker.pid)
+        return _totals(work) / requests
+    finally:
+        broker.terminate()
+        broker.wait(120)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _port(info: Path, broker: subprocess.Popen) -> int:
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        if broker.poll() is not None:
+            raise SystemExit(f"the broker exited with {broker.returncode}")
+        try:
+            return int(json.loads(info.read_text())["port"])
+        except (FileNotFoundError, ValueError, KeyError):
+            time.sleep(0.25)
+    raise SystemExit(f"the broker did not start within {READY_S} s")
+
+
+def _control(option: str, value: str | None, pid: int) -> None:
+    argv = ["callgrind_control", option] + ([value] if value else []) + [str(pid)]
+    subprocess.run(argv, capture_output=True, check=True, timeout=120)
+
+
+def _totals(work: Path) -> int:
+    """The instructions counted in every dump callgrind wrote so far."""
+    total = 0
+    for path in work.glob("callgrind.out*"):
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("totals:"):
+                total += int(line.split()[1])
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rdkafka-performance", required=True)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--before", type=Path, help="another checkout to measure and compare")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("valgrind (with callgrind_control) is needed: apt-get install valgrind")
+    here = Path(__file__).resolve().parents[1]
+    ours = instructions_per_request(here, args.rdkafka_performance, args.requests)
+    print(f"this checkout: {ours:,.0f} instructions per one-record produce request")
+    if args.before is not None:
+        theirs = instructions_per_request(args.before.resolve(), args.rdkafka_performance,
+                                          args.requests)
+        print(f"--before:      {theirs:,.0f} instructions per request; "
+              f"this checkout x{ours / theirs:.3f}")
+
+
+if __name__ == "__main__":
+    main()
