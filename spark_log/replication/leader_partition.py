@@ -197,7 +197,7 @@ class LeaderPartition:
                     if r != self.node_id]
             if UNKNOWN in ends:
                 return False
-            new = min(new, *ends) if ends else new
+            new = min([new, *ends])
         if new <= self.high_watermark:
             return False
         self.high_watermark = new

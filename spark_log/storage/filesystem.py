@@ -61,22 +61,16 @@ class FileSystem:
         real error (ENOSPC), which the caller turns into a storage failure.
         """
         total = sum(map(len, buffers))
-        if total and len(buffers) <= _IOV_MAX:  # the usual case: one call writes it all
-            written = self.pwritev(fd, buffers, offset)
-            if written == total:
-                return total
-            if written == 0:
-                raise OSError(f"write of {total} bytes made no progress")
-            pending = _skip(list(buffers), written)
-        else:
-            pending, written = list(buffers), 0
+        pending = buffers  # copied only after a short write (nearly every write is whole)
+        written = 0
         while written < total:
-            n = self.pwritev(fd, pending[:_IOV_MAX], offset + written)
+            n = self.pwritev(fd, pending if len(pending) <= _IOV_MAX else pending[:_IOV_MAX],
+                             offset + written)
             if n == 0:
                 raise OSError(f"write of {total - written} bytes made no progress")
             written += n
             if written < total:
-                pending = _skip(pending, n)
+                pending = _skip(list(pending), n)
         return total
 
 

@@ -198,11 +198,15 @@ class ReplicaManager:
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         """The log of a partition this broker leads."""
-        self._leader((topic, partition))
-        found = self.logs.get(topic, partition)
+        return self._led((topic, partition))[1]
+
+    def _led(self, key: TopicPartition) -> tuple[LeaderPartition, PartitionLog]:
+        """The leader state and log of a partition this broker leads."""
+        leader = self._leader(key)
+        found = self.logs.get(*key)
         if found is None:
-            raise UnknownTopicError(f"{topic}-{partition}")
-        return found
+            raise UnknownTopicError(f"{key[0]}-{key[1]}")
+        return leader, found
 
     def _leader(self, key: TopicPartition) -> LeaderPartition:
         state = self.state(*key)
@@ -239,10 +243,7 @@ class ReplicaManager:
         """Append to a partition led here. With `required_acks` -1 the ISR must hold at least
         min.insync.replicas members first (NOT_ENOUGH_REPLICAS)."""
         key = (topic, partition)
-        leader = self._leader(key)
-        target = self.logs.get(topic, partition)
-        if target is None:
-            raise UnknownTopicError(f"{topic}-{partition}")
+        leader, target = self._led(key)
         if required_acks == -1 and leader.under_min_isr(target.config.min_insync_replicas):
             raise KafkaError(
                 ErrorCode.not_enough_replicas,

@@ -237,12 +237,9 @@ def _assign(view: memoryview, pos: int, h: BatchHeader, config: LogConfig, next_
     else:
         final = BatchHeader(next_offset, h[1], leader_epoch, *h[3:])
         log_append_time = NO_TIMESTAMP
-    if final.max_timestamp > NO_TIMESTAMP:
-        max_timestamp, offset_of_max = final.max_timestamp, final.last_offset
-    else:
-        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-    return ValidatedAppend([header, body], [final], max_timestamp, offset_of_max,
-                           log_append_time, final.records_count, h.size)
+    out = ValidatedAppend([header, body], log_append_time=log_append_time, size=h.size)
+    _add(out, final)
+    return out
 
 
 def _add(out: ValidatedAppend, h: BatchHeader) -> None:

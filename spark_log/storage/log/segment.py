@@ -180,13 +180,11 @@ class Segment:
                 > config.max_segment_ms - self.roll_jitter_ms:
             return True
         offset_index = self.offset_index
-        return (not 0 <= max_offset - self.base_offset <= 0x7FFFFFFF  # can_append_offset
+        return (not offset_index.can_append_offset(max_offset)
                 or offset_index.is_full or self.time_index.is_full)
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        rolling = self._rolling_ts
-        if rolling is None:
-            rolling = self.first_batch_timestamp()
+        rolling = self.first_batch_timestamp()
         if rolling is not None and rolling >= 0:
             return message_timestamp - rolling
         return now_ms - self.created_ms
