@@ -1,17 +1,22 @@
-"""Instructions the broker executes per one-record produce request, counted by valgrind's
-callgrind: a repeatable measure of the request path's cost on a machine too noisy for
-throughput to show a change of 10%.
+"""Instructions the broker executes per one-record produce request, or per small fetch,
+counted by valgrind's callgrind: a repeatable measure of the request path's cost on a machine
+too noisy for throughput to show a change of 10%.
 
 A broker runs under callgrind with counting off; `rdkafka_performance` sends a warm-up, then
-counting is switched on for `--requests` one-record produce requests (`linger.ms=0`,
-`batch.num.messages=1`, one request in flight, so every request is read and answered alone) and
-off again. With `--before DIR`, another checkout's broker is measured the same way in the same
-run and the ratio printed. Only user-space instructions count (not the kernel's work in the
-system calls). Each broker runs under the interpreter running this script.
+counting is switched on for `--requests` requests and off again.
+* `--case produce` (the default): one-record produce requests (`linger.ms=0`,
+  `batch.num.messages=1`, one request in flight, so every request is read and answered alone).
+* `--case fetch`: a consumer keeping up with a log of one-record batches, one batch a fetch
+  (`fetch.message.max.bytes=1`); the log is written and a warm-up consumer has read its start
+  before counting begins. The count is per record consumed, each one fetch (the consumer's
+  connection set-up, a few requests, is spread over all of them).
+With `--before DIR`, another checkout's broker is measured the same way in the same run and the
+ratio printed. Only user-space instructions count (not the kernel's work in the system calls).
+Each broker runs under the interpreter running this script.
 
 Usage, from the repository root:
     python bench/request_instructions.py --rdkafka-performance PATH [--requests 2000]
-                                         [--before OTHER_CHECKOUT]
+                                         [--case produce|fetch] [--before OTHER_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ from pathlib import Path
 READY_S = 300  # a broker starting under callgrind runs some 50 times slower
 
 
-def instructions_per_request(repo: Path, perf: str, requests: int) -> float:
+WARM_UP = 300
+
+
+def instructions_per_request(repo: Path, perf: str, requests: int, case: str) -> float:
     work = Path(tempfile.mkdtemp(prefix="bench-instructions-"))
     out = work / "callgrind.out"
     env = {**os.environ, "PYTHONPATH": str(repo)}
@@ -41,13 +49,21 @@ def instructions_per_request(repo: Path, perf: str, requests: int) -> float:
             cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         port = _port(work / "data" / "broker.json", broker)
-        args = [perf, "-P", "-t", "one", "-p", "0", "-s", "100", "-a", "1", "-X", "linger.ms=0",
-                "-X", "batch.num.messages=1", "-X", "max.in.flight=1",
-                "-b", f"127.0.0.1:{port}"]
-        subprocess.run([*args, "-c", "300"], capture_output=True, check=True, timeout=600)
+        bootstrap = ["-b", f"127.0.0.1:{port}"]
+        produce = [perf, "-P", "-t", "one", "-p", "0", "-s", "100", "-a", "1",
+                   "-X", "linger.ms=0", "-X", "batch.num.messages=1", "-X", "max.in.flight=1",
+                   *bootstrap]
+        if case == "produce":
+            _perf([*produce, "-c", str(WARM_UP)])
+            counted = [*produce, "-c", str(requests)]
+        else:
+            _perf([*produce, "-c", str(WARM_UP + requests)])
+            consume = [perf, "-C", "-t", "one", "-p", "0", "-X", "fetch.message.max.bytes=1",
+                       *bootstrap]
+            _perf([*consume, "-o", "beginning", "-c", str(WARM_UP)])
+            counted = [*consume, "-o", str(WARM_UP), "-c", str(requests)]
         _control("-i", "on", broker.pid)
-        subprocess.run([*args, "-c", str(requests)], capture_output=True, check=True,
-                       timeout=1800)
+        _perf(counted)
         _control("-i", "off", broker.pid)
         _control("-d", None, broker.pid)
         return _totals(work) / requests
@@ -55,6 +71,10 @@ def instructions_per_request(repo: Path, perf: str, requests: int) -> float:
         broker.terminate()
         broker.wait(120)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _perf(argv: list[str]) -> None:
+    subprocess.run(argv, capture_output=True, check=True, timeout=1800)
 
 
 def _port(info: Path, broker: subprocess.Popen) -> int:
@@ -88,16 +108,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rdkafka-performance", required=True)
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--case", choices=("produce", "fetch"), default="produce")
     parser.add_argument("--before", type=Path, help="another checkout to measure and compare")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind (with callgrind_control) is needed: apt-get install valgrind")
     here = Path(__file__).resolve().parents[1]
-    ours = instructions_per_request(here, args.rdkafka_performance, args.requests)
-    print(f"this checkout: {ours:,.0f} instructions per one-record produce request")
+    what = {"produce": "one-record produce request", "fetch": "one-batch fetch"}[args.case]
+    ours = instructions_per_request(here, args.rdkafka_performance, args.requests, args.case)
+    print(f"this checkout: {ours:,.0f} instructions per {what}")
     if args.before is not None:
         theirs = instructions_per_request(args.before.resolve(), args.rdkafka_performance,
-                                          args.requests)
+                                          args.requests, args.case)
         print(f"--before:      {theirs:,.0f} instructions per request; "
               f"this checkout x{ours / theirs:.3f}")
 
