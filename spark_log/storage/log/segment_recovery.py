@@ -18,8 +18,15 @@ from spark_log.storage.errors import CorruptIndexError
 from spark_log.storage.filesystem import FileSystem
 from spark_log.storage.index.offset_index import OffsetIndex
 from spark_log.storage.index.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from spark_log.storage.log.batch_check import CheckedRanges, batch_problems, check_batches
+from spark_log.storage.log.batch_check import (
+    CheckedRanges,
+    batch_problems,
+    check_ahead,
+    check_batches,
+)
 from spark_log.storage.log.file_records import FileRecords
+
+CHECK_AHEAD_BYTES = 256 * 1024  # a read of unchecked bytes checks this far past its end
 
 
 class Walked(NamedTuple):
@@ -144,16 +151,23 @@ def check_head_and_tail(log: FileRecords, tail: int, base_offset: int,
 def check_unchecked(log: FileRecords, checked: CheckedRanges, start: int, end: int,
                     base_offset: int, limit_offset: int | None) -> None:
     """Check the batches in bytes [start, end) not in `checked` (see `batch_check`), adding
-    each range once it passed; CorruptRecordError at the first bad batch."""
+    each range once it passed; CorruptRecordError at the first bad batch. Past `end`, up to
+    CHECK_AHEAD_BYTES of unchecked batches are checked too, while they pass."""
     gaps = checked.gaps(start, end)
     if not gaps:
         return
     mm = log.map()
     try:
         for a, b in gaps:
-            check_batches(mm, a, b, base_offset=base_offset,  # type: ignore[arg-type]
-                          limit_offset=limit_offset)
+            last = check_batches(mm, a, b, base_offset=base_offset,  # type: ignore[arg-type]
+                                 limit_offset=limit_offset)
             checked.add(a, b)
+        if mm is not None and last is not None and b == end:
+            ahead = checked.gaps(end, min(len(mm), end + CHECK_AHEAD_BYTES))
+            if ahead and ahead[0][0] == end:
+                reached = check_ahead(mm, end, ahead[0][1], base_offset=base_offset,
+                                      next_offset=last.next_offset, limit_offset=limit_offset)
+                checked.add(end, reached)
     finally:
         del mm
 

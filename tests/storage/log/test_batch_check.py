@@ -12,7 +12,7 @@ import pytest
 
 from spark_log.storage.checkpoint import OffsetCheckpointFile
 from spark_log.storage.errors import KafkaStorageError
-from spark_log.storage.log.batch_check import CheckedRanges, check_batches
+from spark_log.storage.log.batch_check import CheckedRanges, check_ahead, check_batches
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.segment import Segment
 
@@ -48,6 +48,22 @@ def test_check_batches_names_the_first_bad_batch() -> None:
     data[len(batches[0]) + 70] ^= 0xFF
     with pytest.raises(Exception, match=f"batch at byte {len(batches[0])} .*CRC mismatch"):
         check_batches(data, 0, len(data), base_offset=10)
+
+
+def test_check_ahead_stops_quietly_before_a_bad_or_cut_batch() -> None:
+    batches = [make_batch(2, base_offset=10 + 2 * i) for i in range(4)]
+    data = bytearray(b"".join(batches))
+    ends = [sum(len(b) for b in batches[: i + 1]) for i in range(4)]
+    assert check_ahead(data, 0, len(data), base_offset=10, next_offset=10) == ends[3]
+    assert check_ahead(data, ends[0], ends[2] + 5, base_offset=10, next_offset=12) == ends[2]
+    # offsets must go on from the batch before the start
+    assert check_ahead(data, ends[0], len(data), base_offset=10, next_offset=13) == ends[0]
+    assert check_ahead(data, 0, len(data), base_offset=10, next_offset=10,
+                       limit_offset=15) == ends[1]
+    data[ends[1] + 70] ^= 0xFF  # the third batch's CRC
+    assert check_ahead(data, 0, len(data), base_offset=10, next_offset=10) == ends[1]
+    assert check_ahead(data[: ends[0] + 30], 0, len(data), base_offset=10,
+                       next_offset=10) == ends[0]
 
 
 def manager(data_dir, clock, **kw) -> LogManager:  # type: ignore[no-untyped-def]
@@ -114,6 +130,32 @@ def test_a_bad_crc_found_by_a_read_takes_the_directory_offline_and_the_restart_r
     assert len(kept) == 1 + len(segments) - 2  # the rest of the second, and the third segment
     log.append(make_batch(2), leader_epoch=0)  # and it takes new writes
     assert offsets_read(log, served[-1] + 2) == [served[-1] + 2]
+
+
+def test_a_read_checks_ahead_so_reading_back_maps_the_file_once_a_window(
+        tmp_path, clock) -> None:  # type: ignore[no-untyped-def]
+    segments = filled(tmp_path, clock)
+    second = segments[1]
+    batch = os.path.getsize(second.log.path) // 20
+    m = manager(tmp_path, clock)
+    log = m.get("t", 0)
+    segment = log.segments[1]
+    assert segment.checked.gaps(0, segment.size) == [(0, segment.size)]  # not the tail's
+    log.read(second.base_offset, 1)  # one batch, and the rest of the segment ahead of it
+    assert segment.checked.gaps(0, segment.size) == []
+    m.close()
+
+    flip_byte(second.log.path, 5 * batch + 90)  # the 6th batch
+    m = manager(tmp_path, clock)
+    log = m.get("t", 0)
+    segment = log.segments[1]
+    for offset in range(second.base_offset, second.base_offset + 10, 2):  # batches 1-5 pass
+        assert log.read(offset, 1).read_bytes()[:8] == struct.pack(">q", offset)
+    assert segment.checked.gaps(0, segment.size) == [(5 * batch, segment.size)]
+    assert not m.failure.failed
+    with pytest.raises(KafkaStorageError, match="CRC"):  # the read that reaches it reports it
+        log.read(second.base_offset + 10, 1)
+    m.close()
 
 
 def test_a_wrong_index_entry_is_rebuilt_not_taken_for_damage(tmp_path, clock, caplog  # type: ignore
