@@ -173,14 +173,20 @@ class PartitionLog:
         """read_committed consumers read below this: the first offset of the earliest open
         transaction, or the high watermark if that is lower or none is open."""
         hw = self.high_watermark
-        with self.failure.guard(f"loading the producer state of {self.name}"):
+        self.failure.check()
+        try:  # not `failure.guard`: every read_committed fetch asks
             first = self._producers.first_unstable_offset()
+        except OSError as e:
+            raise self.failure.fail(f"loading the producer state of {self.name}", e) from e
         return first if first is not None and first < hw else hw
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound)."""
-        with self.failure.guard(f"reading the transaction index of {self.name}"):
+        self.failure.check()
+        try:  # not `failure.guard`: every read_committed fetch asks
             return self._producers.aborted_transactions(fetch_offset, upper_bound)
+        except OSError as e:
+            raise self.failure.fail(f"reading the transaction index of {self.name}", e) from e
 
     def active_producers(self) -> list[ProducerStateEntry]:
         with self.failure.guard(f"loading the producer state of {self.name}"):
@@ -244,16 +250,23 @@ class PartitionLog:
         first whole even if larger when `min_one_batch`), none starting at or after
         `max_offset` (the high watermark or last stable offset). Raises OffsetOutOfRangeError
         outside [log start offset, log end offset]; empty at the end."""
-        with self.failure.guard(f"reading {self.name}"):
-            start, end = self._log_start_offset, self._local.log_end_offset
+        self.failure.check()
+        local = self._local
+        try:  # not `failure.guard`, nor `_checked` unless a segment was damaged: the hot path
+            start, end = self._log_start_offset, local.log_end_offset
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(
                     f"Received request for offset {offset} for partition {self.name}, but we "
                     f"only have log segments in the range {start} to {end}.")
             if offset == end or (max_offset is not None and offset >= max_offset):
                 return EMPTY_SLICE
-            return self._checked(
-                lambda: self._local.read(offset, max_bytes, max_offset, min_one_batch))
+            try:
+                return local.read(offset, max_bytes, max_offset, min_one_batch)
+            except DamagedSegmentError as e:
+                return self._read_again(
+                    e, lambda: local.read(offset, max_bytes, max_offset, min_one_batch))
+        except OSError as e:
+            raise self.failure.fail(f"reading {self.name}", e) from e
 
     def _checked(self, read: Callable[[], T]) -> T:
         """Run a read that checks the batches it reaches. A batch that fails may only be an
@@ -263,8 +276,12 @@ class PartitionLog:
         try:
             return read()
         except DamagedSegmentError as e:
-            log.warning("%s; rebuilding the indexes of that segment and reading again", e)
-            e.segment.rebuild_indexes()
+            return self._read_again(e, read)
+
+    def _read_again(self, damage: DamagedSegmentError, read: Callable[[], T]) -> T:
+        """`_checked` after `read` found `damage` once."""
+        log.warning("%s; rebuilding the indexes of that segment and reading again", damage)
+        damage.segment.rebuild_indexes()
         try:
             return read()
         except DamagedSegmentError as e:

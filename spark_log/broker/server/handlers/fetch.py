@@ -120,9 +120,9 @@ def _read_partition(services: Services, request: Any, name: str | None, p: Any, 
     """A consumer's fetch: up to the high watermark (read_uncommitted) or the last stable
     offset (read_committed)."""
     def read(entry: dict[str, Any], name: str) -> None:
-        log = services.replicas.log(name, p.partition)
+        log = services.replicas.log_at_epoch(name, p.partition, p.current_leader_epoch)
         hw = log.high_watermark
-        lso = services.replicas.last_stable_offset(log)
+        lso = log.last_stable_offset
         committed = request.isolation_level == READ_COMMITTED
         entry.update(high_watermark=hw, last_stable_offset=lso,
                      log_start_offset=log.log_start_offset)
@@ -141,6 +141,7 @@ def _read_for_follower(services: Services, replica_id: int, name: str | None, p:
                        budget: int, first: bool) -> dict[str, Any]:
     """A follower's fetch: up to the log end, telling the leader how far the follower got."""
     def read(entry: dict[str, Any], name: str) -> None:
+        services.replicas.check_leader_epoch(name, p.partition, p.current_leader_epoch)
         found = services.replicas.read_for_follower(
             name, p.partition, replica_id, p.fetch_offset,
             p.last_fetched_epoch, max(0, min(p.partition_max_bytes, budget)),
@@ -157,7 +158,8 @@ def _read_for_follower(services: Services, replica_id: int, name: str | None, p:
 
 def _answer(services: Services, name: str | None, p: Any,
             read: Callable[[dict[str, Any], str], None]) -> dict[str, Any]:
-    """One partition's entry: filled by `read` after the leader epoch check, or the error."""
+    """One partition's entry: filled by `read` (which checks the leader epoch first), or the
+    error."""
     entry: dict[str, Any] = {
         "partition_index": p.partition, "error_code": ErrorCode.none, "high_watermark": -1,
         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
@@ -166,8 +168,6 @@ def _answer(services: Services, name: str | None, p: Any,
     try:
         if name is None:
             raise KafkaError(ErrorCode.unknown_topic_id)
-        services.replicas.check_leader_epoch(name, p.partition,
-                                             p.current_leader_epoch)
         read(entry, name)
     except UnknownTopicError:
         entry["error_code"] = ErrorCode.unknown_topic_or_partition
