@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -200,8 +201,8 @@ def segment_bytes(log: PartitionLog, region: FetchSlice) -> bytes:
 class RegionServer:
     """`Connection` behind an asyncio server: every request frame gets the frame HEAD + `lead` +
     region, sent from a socket whose kernel send buffer is `sndbuf` bytes (0: the default).
-    Tracks each connection's task, so a test can await the end of a connection it broke; all
-    have ended when `running` exits (a task still closing would be cancelled with the loop)."""
+    Tracks each connection, so a test can await the end of a connection it broke; all have
+    ended when `running` exits (one still closing would be cut with the loop)."""
 
     def __init__(self, region: FetchSlice, context: ssl.SSLContext | None, *,
                  lead: bytes = b"", sndbuf: int = 0) -> None:
@@ -209,25 +210,22 @@ class RegionServer:
         self.context = context
         self.lead = lead
         self.sndbuf = sndbuf
-        self.tasks: list[asyncio.Task[None]] = []
+        self.connections: list[Connection] = []
         self.port = 0
 
     async def _respond(self, frame: memoryview, peer: Peer) -> list[Part]:
         size = len(HEAD) + len(self.lead) + self.region.size
         return [struct.pack(">i", size) + HEAD + self.lead, self.region]
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self.tasks.append(task)
-        if self.sndbuf:
-            writer.get_extra_info("socket").setsockopt(
-                socket.SOL_SOCKET, socket.SO_SNDBUF, self.sndbuf)
-        await Connection(reader, writer, self._respond, 1 << 20).run()
+    def _accept(self) -> Connection:
+        connection = _SizedConnection(self._respond, 1 << 20, sndbuf=self.sndbuf)
+        self.connections.append(connection)
+        return connection
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[RegionServer]:
-        server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self.context)
+        server = await asyncio.get_running_loop().create_server(
+            self._accept, "127.0.0.1", 0, ssl=self.context)
         self.port = server.sockets[0].getsockname()[1]
         try:
             yield self
@@ -237,8 +235,22 @@ class RegionServer:
             await server.wait_closed()
 
     async def all_ended(self) -> None:
-        await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), DEADLINE_S)
-        assert all(not task.cancelled() and task.exception() is None for task in self.tasks)
+        await asyncio.wait_for(asyncio.gather(*(c.wait_closed() for c in self.connections)),
+                               DEADLINE_S)
+
+
+class _SizedConnection(Connection):
+    """A Connection whose socket's kernel send buffer is `sndbuf` bytes (0: the default)."""
+
+    def __init__(self, *args: Any, sndbuf: int) -> None:
+        super().__init__(*args)
+        self._sndbuf = sndbuf
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._sndbuf:
+            transport.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDBUF, self._sndbuf)
+        super().connection_made(transport)
 
 
 async def connect(port: int, context: ssl.SSLContext | None, rcvbuf: int = 0

@@ -23,26 +23,31 @@ def frame(api_key: int, correlation_id: int) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-class CountingWriter:
-    """A StreamWriter that counts write calls (each is one send on an idle socket)."""
+class CountingTransport:
+    """A transport that counts write calls (each is one send on an idle socket)."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
         self.writes = 0
 
     def write(self, data: Any) -> None:
         self.writes += 1
-        self._writer.write(data)
+        self._transport.write(data)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._writer, name)
+        return getattr(self._transport, name)
+
+
+class CountingConnection(Connection):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.counting = CountingTransport(transport)  # type: ignore[arg-type]
+        super().connection_made(self.counting)  # type: ignore[arg-type]
 
 
 class Server:
     def __init__(self) -> None:
         self.fetch_may_answer = asyncio.Event()
-        self.writers: list[CountingWriter] = []
-        self.tasks: list[asyncio.Task[None]] = []
+        self.connections: list[CountingConnection] = []
 
     async def respond(self, request: memoryview, peer: Peer) -> list[Part]:
         api_key, _, correlation_id = struct.unpack_from(">hhi", request)
@@ -52,23 +57,22 @@ class Server:
             await self.fetch_may_answer.wait()
         return [frame(api_key, correlation_id)]
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        counting = CountingWriter(writer)
-        self.writers.append(counting)
-        self.tasks.append(asyncio.current_task())  # type: ignore[arg-type]
-        await Connection(reader, counting, self.respond, 1 << 20).run()  # type: ignore[arg-type]
+    def _accept(self) -> Connection:
+        connection = CountingConnection(self.respond, 1 << 20)
+        self.connections.append(connection)
+        return connection
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-        server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(self._accept, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             yield reader, writer
         finally:
             writer.close()
-            await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True),
-                                   DEADLINE_S)
+            await asyncio.wait_for(
+                asyncio.gather(*(c.wait_closed() for c in self.connections)), DEADLINE_S)
             server.close()
             await server.wait_closed()
 
@@ -86,7 +90,7 @@ def test_produce_answers_that_arrive_together_go_out_in_one_send() -> None:
             writer.write(b"".join(frame(PRODUCE, n) for n in range(20)))
             got = [await answer(reader) for _ in range(20)]
             assert got == [(PRODUCE, n) for n in range(20)]
-            assert server.writers[0].writes == 1
+            assert server.connections[0].counting.writes == 1
     asyncio.run(scenario())
 
 

@@ -77,10 +77,11 @@ class Node:
         self.driver: RaftDriver | None = None
         self.app = App()
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.StreamWriter] = set()
+        self._connections: set[Connection] = set()
 
     async def listen(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        self._server = await asyncio.get_running_loop().create_server(
+            self._accept, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def start(self, addresses: dict[int, Address], seed: int) -> None:
@@ -118,16 +119,14 @@ class Node:
         if self._server is not None:
             self._server.close()
             self._server = None
-        for writer in list(self._connections):
-            writer.transport.abort()
+        for connection in list(self._connections):
+            connection.abort()
         await eventually(lambda: not self._connections, 5, "connections to end")
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._connections.add(writer)
-        try:
-            await Connection(reader, writer, self._respond, 64 << 20).run()
-        finally:
-            self._connections.discard(writer)
+    def _accept(self) -> Connection:
+        connection = Connection(self._respond, 64 << 20, on_closed=self._connections.discard)
+        self._connections.add(connection)
+        return connection
 
     async def _respond(self, frame: memoryview, peer: Peer) -> list[bytes] | None:
         header, request = raft_codec.read_request(frame)  # ProtocolError closes the connection

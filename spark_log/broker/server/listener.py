@@ -9,7 +9,6 @@ assembles what requests need before the first connection is accepted.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable, Sequence
 
 from spark_log.broker.server.connection import Connection, Part, Peer
@@ -18,8 +17,8 @@ Respond = Callable[[memoryview, Peer], Awaitable[Sequence[Part] | None]]
 
 
 class Listener:
-    """Invariant: an accepted connection is in `_connections` until its task ends. Event-loop
-    only."""
+    """Invariant: an accepted connection is in `_connections` until its peer is gone and no
+    request of it is in hand. Event-loop only."""
 
     def __init__(self, host: str, port: int, max_frame_bytes: int) -> None:
         self.host = host
@@ -27,11 +26,11 @@ class Listener:
         self._max_frame_bytes = max_frame_bytes
         self._server: asyncio.Server | None = None
         self._respond: Respond | None = None
-        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self._connections: set[Connection] = set()
 
     async def bind(self) -> tuple[str, int]:
         """Bind without accepting yet; returns the bound (host, port)."""
-        self._server = await asyncio.start_server(
+        self._server = await asyncio.get_running_loop().create_server(
             self._accept, self.host, self.port, reuse_address=True, start_serving=False)
         bound = self._server.sockets[0].getsockname()
         return bound[0], bound[1]
@@ -55,24 +54,19 @@ class Listener:
     async def close_connections(self, grace_s: float) -> None:
         """End every connection once its request in hand is answered, waiting at most
         `grace_s` before cancelling the rest."""
-        for connection in list(self._connections.values()):
+        for connection in list(self._connections):
             connection.close_when_idle()
         if self._connections:
-            await asyncio.wait(list(self._connections), timeout=grace_s)
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+            await asyncio.wait([c.wait_closed() for c in self._connections], timeout=grace_s)
+        for connection in list(self._connections):
+            connection.abort()
+        await asyncio.gather(*(c.wait_closed() for c in self._connections),
+                             return_exceptions=True)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def _accept(self) -> Connection:
+        """A new connection's protocol (asyncio sets TCP_NODELAY on every TCP socket)."""
         assert self._respond is not None
-        connection = Connection(reader, writer, self._respond, self._max_frame_bytes)
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections[task] = connection
-        try:
-            await connection.run()
-        finally:
-            self._connections.pop(task, None)
+        connection = Connection(self._respond, self._max_frame_bytes,
+                                on_closed=self._connections.discard)
+        self._connections.add(connection)
+        return connection
