@@ -1,7 +1,9 @@
 """A connection's answers to requests that arrive together: Produce answers are written in one
 send, a slow request behind them never holds them back, and a bad frame behind them closes the
-connection only after they are answered. `Connection` runs in-process behind an asyncio server
-whose `respond` answers each frame with its own correlation id."""
+connection only after they are answered. Requests behind one that waits are answered after it,
+in order, and reading pauses while too many wait; a client that half-closes gets its answers;
+a request that fails unexpectedly closes only its own connection. `Connection` runs in-process
+behind an asyncio server whose `respond` answers each frame with its own correlation id."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from spark_log.broker.server.connection import Connection, Part, Peer
 from spark_log.protocol import ProtocolError
 
 DEADLINE_S = 10.0
-PRODUCE, FETCH, BAD = 0, 1, 99
+PRODUCE, FETCH, BAD, BROKEN = 0, 1, 99, 98
 
 
 def frame(api_key: int, correlation_id: int) -> bytes:
@@ -41,18 +43,26 @@ class CountingTransport:
 class CountingConnection(Connection):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.counting = CountingTransport(transport)  # type: ignore[arg-type]
+        self.eof_seen = asyncio.Event()
         super().connection_made(self.counting)  # type: ignore[arg-type]
+
+    def eof_received(self) -> bool:
+        self.eof_seen.set()
+        return super().eof_received()
 
 
 class Server:
     def __init__(self) -> None:
         self.fetch_may_answer = asyncio.Event()
         self.connections: list[CountingConnection] = []
+        self.port = 0
 
     async def respond(self, request: memoryview, peer: Peer) -> list[Part]:
         api_key, _, correlation_id = struct.unpack_from(">hhi", request)
         if api_key == BAD:
             raise ProtocolError("a bad frame")
+        if api_key == BROKEN:
+            raise KeyError("a handler's bug")
         if api_key == FETCH:
             await self.fetch_may_answer.wait()
         return [frame(api_key, correlation_id)]
@@ -65,7 +75,7 @@ class Server:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
         server = await asyncio.get_running_loop().create_server(self._accept, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
+        self.port = port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             yield reader, writer
@@ -115,3 +125,68 @@ def test_a_bad_frame_closes_the_connection_after_the_answers_before_it() -> None
             assert [await answer(reader), await answer(reader)] == [(PRODUCE, 1), (PRODUCE, 2)]
             assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""  # closed
     asyncio.run(scenario())
+
+
+def test_requests_behind_one_that_waits_are_answered_after_it_in_order() -> None:
+    async def scenario() -> None:
+        server = Server()
+        async with server.running() as (reader, writer):
+            writer.write(frame(FETCH, 1))
+            writer.write(b"".join(frame(PRODUCE, n) for n in range(2, 6)))
+            await writer.drain()
+            server.fetch_may_answer.set()
+            assert [await answer(reader) for _ in range(5)] == \
+                [(FETCH, 1)] + [(PRODUCE, n) for n in range(2, 6)]
+    asyncio.run(scenario())
+
+
+def test_reading_pauses_while_many_requests_wait_and_resumes_after() -> None:
+    async def scenario() -> None:
+        server = Server()
+        async with server.running() as (reader, writer):
+            writer.write(frame(FETCH, 0))
+            padding = b"x" * 1000
+            many = [struct.pack(">ihhi", 8 + len(padding), PRODUCE, 0, n) + padding
+                    for n in range(1, 400)]  # 400 KB behind the waiting fetch
+            writer.write(b"".join(many))
+            transport = server.connections[0].counting
+
+            async def paused() -> None:
+                while transport.is_reading():
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(paused(), DEADLINE_S)
+            server.fetch_may_answer.set()
+            got = [await answer(reader) for _ in range(400)]
+            assert got == [(FETCH, 0)] + [(PRODUCE, n) for n in range(1, 400)]
+            assert transport.is_reading()
+    asyncio.run(scenario())
+
+
+def test_a_client_that_half_closes_gets_its_answers_then_the_close() -> None:
+    async def scenario() -> None:
+        server = Server()
+        async with server.running() as (reader, writer):
+            writer.write(frame(PRODUCE, 1) + frame(FETCH, 2))
+            assert await answer(reader) == (PRODUCE, 1)  # the fetch waits now
+            writer.write_eof()
+            await asyncio.wait_for(server.connections[0].eof_seen.wait(), DEADLINE_S)
+            server.fetch_may_answer.set()
+            assert await answer(reader) == (FETCH, 2)
+            assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+    asyncio.run(scenario())
+
+
+def test_a_request_that_fails_unexpectedly_closes_only_its_connection(caplog) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        server = Server()
+        async with server.running() as (reader, writer):
+            other_reader, other_writer = await asyncio.open_connection(
+                "127.0.0.1", server.port)
+            writer.write(frame(PRODUCE, 1) + frame(BROKEN, 2) + frame(PRODUCE, 3))
+            assert await answer(reader) == (PRODUCE, 1)
+            assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+            other_writer.write(frame(PRODUCE, 4))
+            assert await answer(other_reader) == (PRODUCE, 4)
+            other_writer.close()
+    asyncio.run(scenario())
+    assert "a request failed" in caplog.text and "a handler's bug" in caplog.text
