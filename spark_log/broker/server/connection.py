@@ -209,6 +209,8 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = Peer(peer[0], peer[1])
+        if self._closing:  # shutdown began between the accept and this call
+            transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._lost or self._closing:
