@@ -10,13 +10,17 @@ counting is switched on for `--requests` requests and off again.
   (`fetch.message.max.bytes=1`); the log is written and a warm-up consumer has read its start
   before counting begins. The count is per record consumed, each one fetch (the consumer's
   connection set-up, a few requests, is spread over all of them).
+* `--case keeping-up`: a consumer waiting at the log end while a producer sends one-record
+  requests at `--rate` a second (slow enough for every fetch to park first): per record, one
+  produce request and the fetch it wakes. The count is per record produced.
 With `--before DIR`, another checkout's broker is measured the same way in the same run and the
 ratio printed. Only user-space instructions count (not the kernel's work in the system calls).
 Each broker runs under the interpreter running this script.
 
 Usage, from the repository root:
     python bench/request_instructions.py --rdkafka-performance PATH [--requests 2000]
-                                         [--case produce|fetch] [--before OTHER_CHECKOUT]
+                                         [--case produce|fetch|keeping-up] [--rate 50]
+                                         [--before OTHER_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ READY_S = 300  # a broker starting under callgrind runs some 50 times slower
 WARM_UP = 300
 
 
-def instructions_per_request(repo: Path, perf: str, requests: int, case: str) -> float:
+def instructions_per_request(repo: Path, perf: str, requests: int, case: str,
+                             rate: int = 50) -> float:
     work = Path(tempfile.mkdtemp(prefix="bench-instructions-"))
     out = work / "callgrind.out"
     env = {**os.environ, "PYTHONPATH": str(repo)}
@@ -53,13 +58,24 @@ def instructions_per_request(repo: Path, perf: str, requests: int, case: str) ->
         produce = [perf, "-P", "-t", "one", "-p", "0", "-s", "100", "-a", "1",
                    "-X", "linger.ms=0", "-X", "batch.num.messages=1", "-X", "max.in.flight=1",
                    *bootstrap]
+        consume = [perf, "-C", "-t", "one", "-p", "0", "-X", "fetch.message.max.bytes=1",
+                   *bootstrap]
         if case == "produce":
             _perf([*produce, "-c", str(WARM_UP)])
             counted = [*produce, "-c", str(requests)]
+        elif case == "keeping-up":
+            _perf([*produce, "-c", str(WARM_UP)])
+            _perf([*consume, "-o", "beginning", "-c", str(WARM_UP)])
+            consumer = subprocess.Popen([*consume, "-o", str(WARM_UP), "-c", str(requests)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _control("-i", "on", broker.pid)
+            _perf([*produce, "-r", str(rate), "-c", str(requests)])
+            consumer.wait(600)
+            _control("-i", "off", broker.pid)
+            _control("-d", None, broker.pid)
+            return _totals(work) / requests
         else:
             _perf([*produce, "-c", str(WARM_UP + requests)])
-            consume = [perf, "-C", "-t", "one", "-p", "0", "-X", "fetch.message.max.bytes=1",
-                       *bootstrap]
             _perf([*consume, "-o", "beginning", "-c", str(WARM_UP)])
             counted = [*consume, "-o", str(WARM_UP), "-c", str(requests)]
         _control("-i", "on", broker.pid)
@@ -108,18 +124,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rdkafka-performance", required=True)
     parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--case", choices=("produce", "fetch"), default="produce")
+    parser.add_argument("--case", choices=("produce", "fetch", "keeping-up"), default="produce")
+    parser.add_argument("--rate", type=int, default=50,
+                        help="records a second for --case keeping-up")
     parser.add_argument("--before", type=Path, help="another checkout to measure and compare")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind (with callgrind_control) is needed: apt-get install valgrind")
     here = Path(__file__).resolve().parents[1]
-    what = {"produce": "one-record produce request", "fetch": "one-batch fetch"}[args.case]
-    ours = instructions_per_request(here, args.rdkafka_performance, args.requests, args.case)
+    what = {"produce": "one-record produce request", "fetch": "one-batch fetch",
+            "keeping-up": "record produced and fetched by a consumer keeping up"}[args.case]
+    ours = instructions_per_request(here, args.rdkafka_performance, args.requests, args.case,
+                                    args.rate)
     print(f"this checkout: {ours:,.0f} instructions per {what}")
     if args.before is not None:
         theirs = instructions_per_request(args.before.resolve(), args.rdkafka_performance,
-                                          args.requests, args.case)
+                                          args.requests, args.case, args.rate)
         print(f"--before:      {theirs:,.0f} instructions per request; "
               f"this checkout x{ours / theirs:.3f}")
 

@@ -190,3 +190,25 @@ def test_a_request_that_fails_unexpectedly_closes_only_its_connection(caplog) ->
             other_writer.close()
     asyncio.run(scenario())
     assert "a request failed" in caplog.text and "a handler's bug" in caplog.text
+
+
+def test_an_abort_while_a_request_waits_cancels_the_wait_and_ends_the_connection() -> None:
+    async def scenario() -> None:
+        server = Server()
+        cancelled = asyncio.Event()
+
+        async def respond(request: memoryview, peer: Peer) -> list[Part]:
+            try:
+                return await Server.respond(server, request, peer)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+        server.respond = respond  # type: ignore[method-assign]
+        async with server.running() as (reader, writer):
+            writer.write(frame(PRODUCE, 1) + frame(FETCH, 2))
+            assert await answer(reader) == (PRODUCE, 1)  # the fetch waits now
+            server.connections[0].abort()
+            await asyncio.wait_for(cancelled.wait(), DEADLINE_S)
+            await asyncio.wait_for(server.connections[0].wait_closed(), DEADLINE_S)
+            assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+    asyncio.run(scenario())

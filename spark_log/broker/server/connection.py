@@ -12,8 +12,9 @@ The connection is an asyncio Protocol, and a request is handled as soon as its b
 inside the event loop's read callback: most requests (a Produce with acks=1, a Fetch with
 records waiting) never wait for anything, and answering them there saves a stream reader's
 futures and a second turn of the event loop per request. A request whose handling does wait
-(a long-polling Fetch, a full send buffer) goes on in a task of its own, and the requests that
-arrive meanwhile queue behind it (reading pauses once PENDING_BYTES of them wait).
+(a long-polling Fetch, a full send buffer) is resumed by a callback on what it waits for, as a
+task would resume it, and the requests that arrive meanwhile queue behind it (reading pauses
+once PENDING_BYTES of them wait).
 
 File regions in a response go out with `loop.sendfile`: os.sendfile where the transport allows
 (plain TCP), else asyncio's read-and-write fallback (TLS). A region found shorter on disk than
@@ -24,6 +25,7 @@ waits on, or misreads, a frame shorter than its size prefix.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import logging
 import os
@@ -187,8 +189,10 @@ class Connection(asyncio.Protocol):
         self.peer = Peer("", 0)
         self._frames: deque[memoryview | ProtocolError] = deque()
         self._pending = 0  # bytes in `_frames`
-        self._busy = False  # a request is in hand (eagerly, or in `_task`)
-        self._task: asyncio.Task[None] | None = None  # a request in hand that had to wait
+        self._busy = False  # a request is in hand
+        # What the request in hand waits on, when it had to wait (see `_step`).
+        self._waiting_on: asyncio.Future[Any] | None = None
+        self._must_cancel = False
         self._closing = False
         self._eof = False
         self._over_tls = False
@@ -264,8 +268,9 @@ class Connection(asyncio.Protocol):
 
     def abort(self) -> None:
         """End the connection now, whatever is in hand."""
-        if self._task is not None:
-            self._task.cancel()
+        # As Task.cancel does: the wait in hand ends in CancelledError inside the handler.
+        if self._busy and (self._waiting_on is None or not self._waiting_on.cancel()):
+            self._must_cancel = True
         if self._transport is not None:
             self._transport.abort()
 
@@ -290,14 +295,30 @@ class Connection(asyncio.Protocol):
     # ---- handling requests -----------------------------------------------------------------
 
     def _start(self) -> None:
-        """Handle the queued requests now; if one has to wait, a task takes over from there."""
+        """Handle the queued requests now, in this callback."""
         self._busy = True
-        handling = self._handle()
+        self._must_cancel = False
+        self._step(self._handle())
+
+    def _step(self, handling: Coroutine[Any, Any, None], _: object = None) -> None:
+        """Run `handling` until it waits, and resume it when what it waits on is done: what a
+        task does for a coroutine, without creating one per request that waits (a fetch
+        long-polling on every record of a consumer keeping up)."""
+        self._waiting_on = None
         try:
-            waiting_on = handling.send(None)
+            if self._must_cancel:
+                self._must_cancel = False
+                waiting_on = handling.throw(asyncio.CancelledError())
+            else:
+                waiting_on = handling.send(None)
         except StopIteration:
             return
-        self._task = self._loop.create_task(_finish(handling, waiting_on))
+        if waiting_on is None:  # a bare yield: asyncio.sleep(0)
+            self._loop.call_soon(self._step, handling)
+        else:
+            waiting_on._asyncio_future_blocking = False  # taken, as a task takes it
+            self._waiting_on = waiting_on
+            waiting_on.add_done_callback(functools.partial(self._step, handling))
 
     async def _handle(self) -> None:
         """Handle every queued request, then close if asked to; errors end the connection."""
@@ -316,7 +337,6 @@ class Connection(asyncio.Protocol):
             self._close()
         finally:
             self._busy = False
-            self._task = None
             if self._eof:
                 self.close_when_idle()
             elif self._reading_paused and not self._lost and not self._closing:
@@ -469,29 +489,3 @@ class Connection(asyncio.Protocol):
         if self._lost or self._transport is None or self._transport.is_closing():
             raise ConnectionResetError("connection lost mid-response")
 
-
-async def _finish(handling: Coroutine[Any, Any, None], waiting_on: Any) -> None:
-    """Run the rest of `handling`, a coroutine started outside any task that suspended on
-    `waiting_on` (a future, or None for a bare yield), as a task of its own would have: resumed
-    once the future is done (the coroutine reads its outcome itself), and a cancellation of
-    this task thrown into it."""
-    while True:
-        try:
-            if waiting_on is None:
-                await asyncio.sleep(0)
-            else:  # as a task does with what a coroutine yields: then wait for it here
-                waiting_on._asyncio_future_blocking = False
-                await waiting_on
-        except asyncio.CancelledError as cancelled:
-            if waiting_on is None or not waiting_on.cancelled():  # this task was cancelled
-                try:
-                    waiting_on = handling.throw(cancelled)
-                except StopIteration:
-                    return
-                continue
-        except Exception:  # the future's own outcome: `handling` reads it when resumed
-            pass
-        try:
-            waiting_on = handling.send(None)
-        except StopIteration:
-            return
