@@ -17,7 +17,8 @@ from spark_log.broker.server.connection import Connection, Part, Peer
 from spark_log.protocol import ProtocolError
 
 DEADLINE_S = 10.0
-PRODUCE, FETCH, BAD, BROKEN = 0, 1, 99, 98
+PRODUCE, FETCH, BAD, BROKEN, BIG = 0, 1, 99, 98, 97
+BIG_BYTES = 8 << 20  # more than the socket buffers hold: the write waits for the reader
 
 
 def frame(api_key: int, correlation_id: int) -> bytes:
@@ -65,6 +66,9 @@ class Server:
             raise KeyError("a handler's bug")
         if api_key == FETCH:
             await self.fetch_may_answer.wait()
+        if api_key == BIG:
+            body = struct.pack(">hhi", api_key, 0, correlation_id) + bytes(BIG_BYTES)
+            return [struct.pack(">i", len(body)) + body]
         return [frame(api_key, correlation_id)]
 
     def _accept(self) -> Connection:
@@ -211,4 +215,25 @@ def test_an_abort_while_a_request_waits_cancels_the_wait_and_ends_the_connection
             await asyncio.wait_for(cancelled.wait(), DEADLINE_S)
             await asyncio.wait_for(server.connections[0].wait_closed(), DEADLINE_S)
             assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+    asyncio.run(scenario())
+
+
+def test_a_request_that_arrives_while_an_answer_waits_to_be_sent_is_answered() -> None:
+    async def scenario() -> None:
+        server = Server()
+        async with server.running() as (reader, writer):
+            writer.write(frame(BIG, 1))
+            await writer.drain()
+
+            async def unsent() -> None:  # the big answer's write waits for this reader
+                while not server.connections or \
+                        not server.connections[0].counting.get_write_buffer_size():
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(unsent(), DEADLINE_S)
+            writer.write(frame(PRODUCE, 2))
+            await writer.drain()
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            big = await asyncio.wait_for(reader.readexactly(size), DEADLINE_S)
+            assert struct.unpack_from(">hhi", big) == (BIG, 0, 1)
+            assert await answer(reader) == (PRODUCE, 2)
     asyncio.run(scenario())

@@ -350,7 +350,7 @@ class Connection(asyncio.Protocol):
         # next ones, one send for many (a pipelining producer sends dozens at once).
         held: list[Part] = []
         frames = self._frames
-        while frames:
+        while frames:  # (the queue may grow at every await below)
             frame = frames.popleft()
             if isinstance(frame, ProtocolError):
                 await self._flush(held)  # the requests before it are answered
@@ -379,7 +379,8 @@ class Connection(asyncio.Protocol):
                 await self._until_owed(0)
                 self._close()
                 return
-        await self._flush(held)
+            if not frames:  # requests that arrive while this write waits are handled next
+                held = await self._flush(held)
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self._transport is not None and not self._lost:
