@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from spark_log.broker.server.connection import SMALL_REGION_BYTES, Connection, Part, Peer
+from spark_log.broker.server.connection import Connection, Peer
+from spark_log.broker.server.response_parts import SMALL_REGION_BYTES, Part
 from spark_log.protocol import ErrorCode, encode_request, spec_for
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import build

@@ -200,17 +200,14 @@ class ReplicaManager:
         """The log of a partition this broker leads."""
         return self._led((topic, partition))[1]
 
-    def log_at_epoch(self, topic: str, partition: int, current_leader_epoch: int
-                     ) -> PartitionLog:
+    def log_at_epoch(self, topic: str, partition: int, epoch: int) -> PartitionLog:
         """`check_leader_epoch`, then `log`: what a consumer's fetch asks of each partition."""
-        key = (topic, partition)
-        check_leader_epoch(current_leader_epoch, self.state(topic, partition).leader_epoch)
-        return self._led(key)[1]
+        check_leader_epoch(epoch, self.state(topic, partition).leader_epoch)
+        return self._led((topic, partition))[1]
 
     def _led(self, key: TopicPartition) -> tuple[LeaderPartition, PartitionLog]:
         """The leader state and log of a partition this broker leads."""
-        leader = self._leader(key)
-        found = self.logs.get(*key)
+        leader, found = self._leader(key), self.logs.get(*key)
         if found is None:
             raise UnknownTopicError(f"{key[0]}-{key[1]}")
         return leader, found

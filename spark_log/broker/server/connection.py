@@ -26,83 +26,25 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import io
 import logging
-import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from spark_log.broker.server.response_parts import (
+    FileRegion,
+    Part,
+    RegionFile,
+    RegionShrank,
+    coalesced,
+)
 from spark_log.protocol import FrameDecoder, ProtocolError
 
 log = logging.getLogger(__name__)
 
 PENDING_BYTES = 256 * 1024  # frames waiting behind a request in hand before reading pauses
-
-
-class FileRegion(Protocol):
-    """A slice of an open file to send with os.sendfile (storage's FetchSlice satisfies it). A
-    region may also have `data`, its bytes when the read that cut it copied them already."""
-
-    size: int
-    position: int
-
-    def fileno(self) -> int: ...
-
-
-class RegionShrank(Exception):
-    """A file region ended early: its log was truncated after the response was sized, so the
-    frame already promised bytes that no longer exist."""
-
-
-class _RegionFile:
-    """A file object over one FileRegion, for `loop.sendfile`.
-
-    The native path uses only `fileno()` (asyncio passes the offset to os.sendfile itself).
-    asyncio's fallback (TLS transports, loops without native sendfile, or a native attempt that
-    gave up before sending a byte) seeks to the region's start and calls `readinto` from an
-    executor thread until it has the region or a read comes back empty.
-
-    Invariants: reads are positioned (the fd's shared offset is never used, so other slices of
-    the same file are undisturbed) and never go past the region's end. Holding the region keeps
-    its file open while a thread reads it. (asyncio's native path lseeks the fd when done; no
-    reader of a log file depends on that offset.)
-    """
-
-    def __init__(self, region: FileRegion) -> None:
-        self._region = region
-        self._fd = region.fileno()
-        self._end = region.position + region.size
-        self._pos = region.position
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        if whence != os.SEEK_SET:
-            raise io.UnsupportedOperation("only absolute seeks")
-        self._pos = offset
-        return offset
-
-    def tell(self) -> int:
-        return self._pos
-
-    def readinto(self, buffer: memoryview) -> int:
-        """Read up to len(buffer) bytes of the region at the current position; 0 at its end or
-        at the end of the file (shorter than the region if the log was truncated)."""
-        want = min(len(buffer), self._end - self._pos)
-        if want <= 0:
-            return 0
-        got = os.preadv(self._fd, [buffer[:want]], self._pos)
-        self._pos += got
-        return got
-
-
-Part = bytes | bytearray | memoryview | FileRegion
 MAX_OWED = 50  # responses a connection may owe at once
-COALESCE_BYTES = 64 * 1024  # in-memory parts up to this size are joined before sending
-SMALL_REGION_BYTES = 16 * 1024  # file regions up to this size are copied, not sendfile'd
 
 
 @dataclass(frozen=True)
@@ -127,39 +69,6 @@ def _answered_at_once(frame: memoryview) -> bool:
     """Whether this request's answer is ready as soon as it is handled: a Produce (API key 0)
     never long-polls (an acks=all wait answers Later), where a Fetch may wait max_wait_ms."""
     return len(frame) >= 2 and frame[0] == 0 and frame[1] == 0
-
-
-def _coalesced(parts: Sequence[Part]) -> list[Part]:
-    """`parts` with each run of small parts joined into one, so a response (or many) goes out
-    in one send; large parts and file regions stay as they are. A small file region is read
-    into the run: `loop.sendfile` costs two epoll registrations and a future per call, more
-    than copying a few KiB (a fetch of one small batch)."""
-    out: list[Part] = []
-    run: list[bytes | bytearray | memoryview] = []
-    for part in parts:
-        if isinstance(part, (bytes, bytearray, memoryview)):
-            if len(part) <= COALESCE_BYTES:
-                run.append(part)
-                continue
-        elif 0 < part.size <= SMALL_REGION_BYTES:
-            data = getattr(part, "data", None)  # a small read's bytes, copied already
-            run.append(_read_region(part) if data is None else data)
-            continue
-        if run:
-            out.append(run[0] if len(run) == 1 else b"".join(run))
-            run = []
-        out.append(part)
-    if run:
-        out.append(run[0] if len(run) == 1 else b"".join(run))
-    return out
-
-
-def _read_region(region: FileRegion) -> bytes:
-    data = os.pread(region.fileno(), region.size, region.position)
-    if len(data) != region.size:
-        raise RegionShrank(f"{region.size - len(data)} of {region.size} bytes of a fetched "
-                           f"log range were gone (log truncated mid-response)")
-    return data
 
 
 class Connection(asyncio.Protocol):
@@ -433,7 +342,7 @@ class Connection(asyncio.Protocol):
     async def _write(self, parts: Sequence[Part]) -> None:
         transport = self._transport
         assert transport is not None
-        for part in _coalesced(parts):
+        for part in coalesced(parts):
             # A lost peer ends the response here, not after every remaining part is discarded
             # by the transport (which warns from the fifth write on).
             self._check_open()
@@ -464,7 +373,7 @@ class Connection(asyncio.Protocol):
         await self._drain_fully()
         self._check_open()  # loop.sendfile raises RuntimeError on a closing transport
         assert self._transport is not None
-        sent = await self._loop.sendfile(self._transport, _RegionFile(region), region.position,
+        sent = await self._loop.sendfile(self._transport, RegionFile(region), region.position,
                                          region.size)
         if sent != region.size:
             raise RegionShrank(f"{region.size - sent} of {region.size} bytes of a fetched "

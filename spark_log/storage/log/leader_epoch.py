@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
+from spark_log.records.batch_header import BatchHeader
+from spark_log.records.errors import CorruptRecordError
 from spark_log.storage.checkpoint import CheckpointFile, CorruptCheckpointError
 from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
 
@@ -145,6 +147,30 @@ class LeaderEpochCache:
                 self._entries.append(EpochEntry(epoch, offset))
         self._write()
         self.problem = None
+
+    def rebuild_from(self, segments: Iterable[Any], log_start_offset: int, name: str) -> None:
+        """The checkpoint did not parse: learn the epochs again from every batch header of the
+        log's `segments` (up to any damage, which reads will find)."""
+        log.warning("Ignoring damaged leader epoch checkpoint (%s); rebuilding it from the log",
+                    self.problem)
+
+        def epochs() -> Iterator[tuple[int, int]]:
+            for segment in segments:
+                try:
+                    for _, header in segment.log.batches():
+                        yield header.partition_leader_epoch, header.base_offset
+                except CorruptRecordError:
+                    return
+        self.rebuild(epochs())
+        self.truncate_from_start(log_start_offset)
+        log.info("%s: rebuilt the leader epoch checkpoint from the log: %s", name, self.entries)
+
+    def recover_batch(self, header: BatchHeader) -> None:
+        """Recovery walked past a batch: an epoch newer than the latest begins there."""
+        epoch = header.partition_leader_epoch
+        latest = self.latest_epoch()
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.assign(epoch, header.base_offset)
 
     def _lines(self) -> list[str]:
         return [f"{e.epoch} {e.start_offset}" for e in self._entries]

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 from spark_log.clock import SYSTEM_CLOCK, Clock
-from spark_log.records.batch_header import BatchHeader
-from spark_log.records.errors import CorruptRecordError
 from spark_log.storage.append_info import AppendInfo, AppendOrigin
 from spark_log.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from spark_log.storage.errors import OffsetOutOfRangeError
@@ -83,7 +81,7 @@ class PartitionLog:
             loaded = load_segments(
                 self.dir, config, clock=clock, fs=fs, recovery_point=recovery_point,
                 log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
-                on_batch=self._recover_epoch)
+                on_batch=self.leader_epoch_cache.recover_batch)
             self._local = LocalLog(self.dir, self.name, config, loaded.segments,
                                    next_offset=loaded.next_offset,
                                    recovery_point=recovery_point, clock=clock, fs=fs)
@@ -94,7 +92,8 @@ class PartitionLog:
             if loaded.recovered:  # now, before the recovery point can pass the txn indexes
                 self._producers.load(loaded.recovered_from)
             if self.leader_epoch_cache.damaged:
-                self._rebuild_leader_epochs()
+                self.leader_epoch_cache.rebuild_from(self._local.segments, self._log_start_offset,
+                                                     self.name)
             elif loaded.recovered:
                 self.leader_epoch_cache.truncate_from_end(self._local.log_end_offset, sync=False)
                 self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
@@ -173,20 +172,22 @@ class PartitionLog:
         """read_committed consumers read below this: the first offset of the earliest open
         transaction, or the high watermark if that is lower or none is open."""
         hw = self.high_watermark
-        self.failure.check()
-        try:  # not `failure.guard`: every read_committed fetch asks
-            first = self._producers.first_unstable_offset()
-        except OSError as e:
-            raise self.failure.fail(f"loading the producer state of {self.name}", e) from e
+        first = self._io("loading the producer state of", self._producers.first_unstable_offset)
         return first if first is not None and first < hw else hw
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound)."""
+        return self._io("reading the transaction index of",
+                        self._producers.aborted_transactions, fetch_offset, upper_bound)
+
+    def _io(self, action: str, call: Callable[..., T], *args: object) -> T:
+        """`call(*args)`, an OSError failing the directory: `failure.guard` without an object
+        and a formatted string per call, for what every read_committed fetch asks."""
         self.failure.check()
-        try:  # not `failure.guard`: every read_committed fetch asks
-            return self._producers.aborted_transactions(fetch_offset, upper_bound)
+        try:
+            return call(*args)
         except OSError as e:
-            raise self.failure.fail(f"reading the transaction index of {self.name}", e) from e
+            raise self.failure.fail(f"{action} {self.name}", e) from e
 
     def active_producers(self) -> list[ProducerStateEntry]:
         with self.failure.guard(f"loading the producer state of {self.name}"):
@@ -263,23 +264,22 @@ class PartitionLog:
             try:
                 return local.read(offset, max_bytes, max_offset, min_one_batch)
             except DamagedSegmentError as e:
-                return self._read_again(
-                    e, lambda: local.read(offset, max_bytes, max_offset, min_one_batch))
+                return self._checked(
+                    lambda: local.read(offset, max_bytes, max_offset, min_one_batch), e)
         except OSError as e:
             raise self.failure.fail(f"reading {self.name}", e) from e
 
-    def _checked(self, read: Callable[[], T]) -> T:
-        """Run a read that checks the batches it reaches. A batch that fails may only be an
-        index entry pointing into a batch: the segment's indexes are rebuilt and the read runs
-        once more. If it fails again the log is damaged: the recovery point drops to that
-        segment (so the next start recovers it) and the data directory goes offline."""
-        try:
-            return read()
-        except DamagedSegmentError as e:
-            return self._read_again(e, read)
-
-    def _read_again(self, damage: DamagedSegmentError, read: Callable[[], T]) -> T:
-        """`_checked` after `read` found `damage` once."""
+    def _checked(self, read: Callable[[], T], damage: DamagedSegmentError | None = None) -> T:
+        """Run a read that checks the batches it reaches (that already found `damage`, if
+        given). A batch that fails may only be an index entry pointing into a batch: the
+        segment's indexes are rebuilt and the read runs once more. If it fails again the log
+        is damaged: the recovery point drops to that segment (so the next start recovers it)
+        and the data directory goes offline."""
+        if damage is None:
+            try:
+                return read()
+            except DamagedSegmentError as e:
+                damage = e
         log.warning("%s; rebuilding the indexes of that segment and reading again", damage)
         damage.segment.rebuild_indexes()
         try:
@@ -436,29 +436,6 @@ class PartitionLog:
             self.fs.rename(self.dir, doomed)
             self.fs.fsync_dir(parent)
             self.fs.remove_tree(doomed)
-
-    def _rebuild_leader_epochs(self) -> None:
-        """The leader-epoch-checkpoint did not parse: learn the epochs again from every batch
-        header (up to any damage, which reads will find)."""
-        log.warning("Ignoring damaged leader epoch checkpoint (%s); rebuilding it from the log",
-                    self.leader_epoch_cache.problem)
-        def epochs() -> Iterator[tuple[int, int]]:
-            for segment in self._local.segments:
-                try:
-                    for _, header in segment.log.batches():
-                        yield header.partition_leader_epoch, header.base_offset
-                except CorruptRecordError:
-                    return
-        self.leader_epoch_cache.rebuild(epochs())
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        log.info("%s: rebuilt the leader epoch checkpoint from the log: %s", self.name,
-                 self.leader_epoch_cache.entries)
-
-    def _recover_epoch(self, header: BatchHeader) -> None:
-        epoch = header.partition_leader_epoch
-        latest = self.leader_epoch_cache.latest_epoch()
-        if epoch >= 0 and (latest is None or epoch > latest):
-            self.leader_epoch_cache.assign(epoch, header.base_offset)
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.name}, segments={len(self._local.segments)})"
