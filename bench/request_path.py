@@ -10,16 +10,20 @@ starts inside itself (`-X test.mock.num.brokers=1`). Cases:
 * the same from 8 producers at once (one partition each): requests/s in all;
 * 8 consumers reading one partition each of those one-record batches, one batch per fetch
   (`fetch.message.max.bytes=1`): fetch requests/s, counted by the broker's own metrics;
+* `reread`: the same 8 consumers after a clean restart of the broker, so every batch they read
+  is checked on its first read (start-up checks only each active segment's tail): fetch
+  requests/s and the broker's CPU seconds;
 * batched produce of 100 B records, acks=1 and acks=all, and consume: records/s and ratio.
 
 Usage: python bench/request_path.py --rdkafka-performance PATH [--requests 30000]
-       [--records 1000000] [--only one,eight,batched]
+       [--records 1000000] [--only one,eight,reread,batched]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -68,13 +72,14 @@ def run_parallel(perf: str, argvs: list[list[str]], bootstrap: str) -> tuple[int
     return total, wall
 
 
-def serving_port(log_path: Path) -> int:
-    """The metrics port the broker logged (it logs it just after it starts serving)."""
+def serving_port(log_path: Path, earlier: int = 0) -> int:
+    """The metrics port the broker logged (it logs it just after it starts serving), once
+    more than `earlier` starts have logged theirs."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        found = _SERVING.search(log_path.read_bytes())
-        if found:
-            return int(found.group(1))
+        found = _SERVING.findall(log_path.read_bytes())
+        if len(found) > earlier:
+            return int(found[-1])
         time.sleep(0.05)
     raise SystemExit(f"the broker did not log its metrics port in {log_path}")
 
@@ -83,6 +88,17 @@ def fetch_requests(port: int) -> float:
     samples = scrape_port(port)
     return sum(v for (name, labels), v in samples.items()
                if name == "spark_log_requests_total" and ("api", "FETCH") in labels)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def eight_consumers(n: int) -> list[list[str]]:
+    return [["-C", "-t", "eight", "-p", str(p), "-c", str(n // 2), "-o", "beginning",
+             "-X", "fetch.message.max.bytes=1"] for p in range(8)]
 
 
 def produce_args(topic: str, partition: int, count: int, size: int, acks: str,
@@ -98,7 +114,7 @@ def main() -> None:
                         help="librdkafka's examples/rdkafka_performance binary")
     parser.add_argument("--requests", type=int, default=30_000)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--only", default="one,eight,batched")
+    parser.add_argument("--only", default="one,eight,reread,batched")
     args = parser.parse_args()
     perf, only = args.rdkafka_performance, set(args.only.split(","))
     workdir = Path(tempfile.mkdtemp(prefix="bench-request-path-"))
@@ -131,13 +147,27 @@ def main() -> None:
                    f"8 producers, one-record requests: {total / wall:,.0f} req/s in all "
                    f"({total:,} in {wall:.2f} s)")
             before = fetch_requests(metrics_port)
-            total, wall = run_parallel(perf, [
-                ["-C", "-t", "eight", "-p", str(p), "-c", str(n // 2), "-o", "beginning",
-                 "-X", "fetch.message.max.bytes=1"] for p in range(8)], broker.bootstrap)
+            total, wall = run_parallel(perf, eight_consumers(n), broker.bootstrap)
             fetches = fetch_requests(metrics_port) - before
             report("eight_consumers_fetch_req_s", fetches / wall,
                    f"8 consumers, one partition each, one batch a fetch: "
                    f"{fetches / wall:,.0f} fetch req/s ({total:,} records in {wall:.2f} s)")
+        if "reread" in only:
+            if "eight" not in only:
+                run_parallel(perf, [produce_args("eight", p, n // 2, 100, "1", True)
+                                    for p in range(8)], broker.bootstrap)
+            earlier = len(_SERVING.findall(Path(broker.log_path).read_bytes()))
+            broker.restart()
+            metrics_port = serving_port(Path(broker.log_path), earlier)
+            assert broker.proc is not None
+            cpu, before = cpu_seconds(broker.proc.pid), fetch_requests(metrics_port)
+            total, wall = run_parallel(perf, eight_consumers(n), broker.bootstrap)
+            fetches = fetch_requests(metrics_port) - before
+            cpu = cpu_seconds(broker.proc.pid) - cpu
+            report("reread_fetch_req_s", fetches / wall,
+                   f"8 consumers reading back after a restart, one batch a fetch: "
+                   f"{fetches / wall:,.0f} fetch req/s; broker CPU {cpu:.1f} s "
+                   f"({cpu / fetches * 1e6:.0f} us a fetch)")
         if "batched" in only:
             for acks in ("1", "-1"):
                 ours = run_perf(perf, produce_args("batched", 0, args.records, 100, acks, False),
