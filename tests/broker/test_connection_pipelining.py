@@ -15,6 +15,7 @@ from typing import Any
 
 from spark_log.broker.server.connection import Connection, Part, Peer
 from spark_log.protocol import ProtocolError
+from tests.controller.support import eventually
 
 DEADLINE_S = 10.0
 PRODUCE, FETCH, BAD, BROKEN, BIG = 0, 1, 99, 98, 97
@@ -55,6 +56,7 @@ class CountingConnection(Connection):
 class Server:
     def __init__(self) -> None:
         self.fetch_may_answer = asyncio.Event()
+        self.fetch_waits = asyncio.Event()  # a FETCH is in hand, waiting for the one above
         self.connections: list[CountingConnection] = []
         self.port = 0
 
@@ -65,6 +67,7 @@ class Server:
         if api_key == BROKEN:
             raise KeyError("a handler's bug")
         if api_key == FETCH:
+            self.fetch_waits.set()
             await self.fetch_may_answer.wait()
         if api_key == BIG:
             body = struct.pack(">hhi", api_key, 0, correlation_id) + bytes(BIG_BYTES)
@@ -136,6 +139,7 @@ def test_requests_behind_one_that_waits_are_answered_after_it_in_order() -> None
         server = Server()
         async with server.running() as (reader, writer):
             writer.write(frame(FETCH, 1))
+            await asyncio.wait_for(server.fetch_waits.wait(), DEADLINE_S)
             writer.write(b"".join(frame(PRODUCE, n) for n in range(2, 6)))
             await writer.drain()
             server.fetch_may_answer.set()
@@ -154,11 +158,7 @@ def test_reading_pauses_while_many_requests_wait_and_resumes_after() -> None:
                     for n in range(1, 400)]  # 400 KB behind the waiting fetch
             writer.write(b"".join(many))
             transport = server.connections[0].counting
-
-            async def paused() -> None:
-                while transport.is_reading():
-                    await asyncio.sleep(0.01)
-            await asyncio.wait_for(paused(), DEADLINE_S)
+            await eventually(lambda: not transport.is_reading(), DEADLINE_S, "reading paused")
             server.fetch_may_answer.set()
             got = [await answer(reader) for _ in range(400)]
             assert got == [(FETCH, 0)] + [(PRODUCE, n) for n in range(1, 400)]
@@ -224,12 +224,10 @@ def test_a_request_that_arrives_while_an_answer_waits_to_be_sent_is_answered() -
         async with server.running() as (reader, writer):
             writer.write(frame(BIG, 1))
             await writer.drain()
-
-            async def unsent() -> None:  # the big answer's write waits for this reader
-                while not server.connections or \
-                        not server.connections[0].counting.get_write_buffer_size():
-                    await asyncio.sleep(0.01)
-            await asyncio.wait_for(unsent(), DEADLINE_S)
+            await eventually(  # the big answer's write waits for this reader
+                lambda: server.connections and
+                server.connections[0].counting.get_write_buffer_size(),
+                DEADLINE_S, "an answer waiting to be sent")
             writer.write(frame(PRODUCE, 2))
             await writer.drain()
             size = struct.unpack(">i", await reader.readexactly(4))[0]

@@ -142,8 +142,7 @@ class LeaderEpochCache:
         order, and write the file."""
         self._entries = []
         for epoch, offset in epochs:
-            latest = self.latest_epoch()
-            if epoch >= 0 and (latest is None or epoch > latest):
+            if self._begins(epoch):
                 self._entries.append(EpochEntry(epoch, offset))
         self._write()
         self.problem = None
@@ -167,10 +166,13 @@ class LeaderEpochCache:
 
     def recover_batch(self, header: BatchHeader) -> None:
         """Recovery walked past a batch: an epoch newer than the latest begins there."""
-        epoch = header.partition_leader_epoch
+        if self._begins(header.partition_leader_epoch):
+            self.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _begins(self, epoch: int) -> bool:
+        """Whether a batch stamped `epoch`, read in offset order, begins a new epoch."""
         latest = self.latest_epoch()
-        if epoch >= 0 and (latest is None or epoch > latest):
-            self.assign(epoch, header.base_offset)
+        return epoch >= 0 and (latest is None or epoch > latest)
 
     def _lines(self) -> list[str]:
         return [f"{e.epoch} {e.start_offset}" for e in self._entries]
