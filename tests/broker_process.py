@@ -21,8 +21,10 @@ READY_TIMEOUT_S = 60.0
 
 class BrokerProcess:
     def __init__(self, data_dir: Path, log_path: Path, config: dict[str, str] | None = None,
-                 port: int = 0, metrics_port: int | None = None) -> None:
+                 port: int = 0, metrics_port: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
+        self.env = env  # added to this process's environment, when given
         self.metrics_port = metrics_port  # --metrics-port, when given
         self.log_path = log_path
         self.config = dict(config or {})
@@ -50,7 +52,8 @@ class BrokerProcess:
         if self.metrics_port is not None:
             argv += ["--metrics-port", str(self.metrics_port)]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            env = None if self.env is None else {**os.environ, **self.env}
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
 
     def await_ready(self) -> None:
         assert self.proc is not None

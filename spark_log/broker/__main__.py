@@ -12,6 +12,7 @@ import logging
 import resource
 import sys
 
+from spark_log.broker.allocator import keep_freed_buffers
 from spark_log.broker.broker_config import BrokerConfig
 from spark_log.broker.launch_options import add_broker_arguments, config_from_arguments
 from spark_log.broker.node import run_until_signalled
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m spark_log.broker"
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT, stream=sys.stderr)
     raise_open_files_limit()
+    keep_freed_buffers()
     try:
         config = config_from_arguments(args)
     except ConfigError as e:
