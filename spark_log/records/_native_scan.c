@@ -502,8 +502,9 @@ static PyMethodDef module_methods[] = {
     {"whole_batches", whole_batches, METH_O,
      "whole_batches(buf) -> int: the length of the prefix of buf made of whole batches."},
     {"client_batch", (PyCFunction)(void (*)(void))client_batch, METH_FASTCALL,
-     "client_batch(header_type, view, max_message_bytes) -> header or None: a produce "
-     "request's one batch checked as the log validator checks it (see the source)."},
+     "client_batch(header_type, view, max_message_bytes, next_offset, leader_epoch) -> "
+     "(header, header bytes) or None: a produce request's one batch checked as the log "
+     "validator checks it, with its offsets assigned (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,11 +1,14 @@
 """A produce request's one batch checked in one native call, when the extension is built.
 
-`check_client_batch(view, max_message_bytes)` reads the header of a client's batch and checks it
-as the log validator does before assigning offsets: the header (`read_header`'s errors), the
-client rules, the size against max.message.bytes and the CRC (`verify_crc`'s error). It returns
-the header, or None where the validator's own walk must decide (no batch, several batches, a
-broken client rule, a batch too large: errors that name the partition). Without the extension
-it always returns None, and the validator's walk, which defines the behaviour, does it all.
+`check_client_batch(view, max_message_bytes, next_offset, leader_epoch)` reads the header of a
+client's batch and checks it as the log validator does before assigning offsets: the header
+(`read_header`'s errors), the client rules, the size against max.message.bytes and the CRC
+(`verify_crc`'s error). It returns the leader's header for the batch, its offsets from
+`next_offset` and its partition leader epoch set, as a `BatchHeader` and the 61 header bytes to
+write before the untouched records; or None where the validator's own walk must decide (no
+batch, several batches, a broken client rule, a batch too large: errors that name the
+partition). Without the extension it always returns None, and the validator's walk, which
+defines the behaviour, does it all.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from .batch_header import BatchHeader
 
 __all__ = ["NATIVE", "check_client_batch"]
 
+Checked = tuple[BatchHeader, bytes]
 
-def _none(view: memoryview, max_message_bytes: int) -> BatchHeader | None:
+
+def _none(view: memoryview, max_message_bytes: int, next_offset: int,
+          leader_epoch: int) -> Checked | None:
     return None
 
 
@@ -29,5 +35,5 @@ except (ImportError, AttributeError):  # not built: no compiler where it was ins
     _native = None
 
 NATIVE = _native is not None
-check_client_batch: Callable[[memoryview, int], BatchHeader | None] = \
+check_client_batch: Callable[[memoryview, int, int, int], Checked | None] = \
     functools.partial(_native, BatchHeader) if _native is not None else _none

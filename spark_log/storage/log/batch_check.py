@@ -41,6 +41,10 @@ class CheckedRanges:
         if start >= end:
             return
         ranges = self._ranges
+        if ranges and ranges[-1][0] <= start <= ranges[-1][1]:  # an append: extends the last
+            if end > ranges[-1][1]:
+                ranges[-1] = (ranges[-1][0], end)
+            return
         i = bisect.bisect_left(ranges, (start, start))
         if i > 0 and ranges[i - 1][1] >= start:  # touches the one before
             i -= 1

@@ -101,11 +101,14 @@ def validate_append(records: Buffer, *, config: LogConfig, origin: AppendOrigin,
     view = memoryview(records).cast("B")
     tp = topic_partition
     if origin is AppendOrigin.CLIENT:  # a produce request: one batch, checked in one call
-        checked = check_client_batch(view, config.max_message_bytes)
+        checked = check_client_batch(view, config.max_message_bytes, next_offset, leader_epoch)
         if checked is not None:
-            _check_records(view, 0, checked, config, now_ms, tp, record_validator)
-            _check_segment_size(checked.size, config, tp)
-            return _assign(view, 0, checked, config, next_offset, leader_epoch, now_ms)
+            final, header = checked  # only the offsets and leader epoch differ from the batch's
+            _check_records(view, 0, final, config, now_ms, tp, record_validator)
+            _check_segment_size(final.size, config, tp)
+            if config.message_timestamp_type == "LogAppendTime":
+                return _assign(view, 0, final, config, next_offset, leader_epoch, now_ms)
+            return _assigned(view, header, final)
     if not view:
         raise InvalidRecordError(f"append to {tp} has no record batches")
     first = read_header(view)
@@ -240,6 +243,17 @@ def _assign(view: memoryview, pos: int, h: BatchHeader, config: LogConfig, next_
     out = ValidatedAppend([header, body], log_append_time=log_append_time, size=h.size)
     _add(out, final)
     return out
+
+
+def _assigned(view: memoryview, header: bytes, final: BatchHeader) -> ValidatedAppend:
+    """The native check's one batch: `header` (offsets assigned) before the untouched records,
+    as `_assign` and `_add` make it, built at once."""
+    size, ts = final.size, final.max_timestamp
+    if ts > NO_TIMESTAMP:
+        return ValidatedAppend([header, view[HEADER_SIZE:size]], [final], ts,
+                               final.last_offset, NO_TIMESTAMP, final.records_count, size)
+    return ValidatedAppend([header, view[HEADER_SIZE:size]], [final], NO_TIMESTAMP, -1,
+                           NO_TIMESTAMP, final.records_count, size)
 
 
 def _add(out: ValidatedAppend, h: BatchHeader) -> None:

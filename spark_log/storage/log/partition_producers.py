@@ -62,10 +62,13 @@ class PartitionProducers:
         """Check an append (offsets assigned): the batch a client retry duplicates, what to
         apply once written, or None when no producer is involved. Raises if refused."""
         first = valid.headers[0]
-        if len(valid.headers) == 1 and first.producer_id >= 0 and not first.is_control:
-            duplicate = self.manager.check_batch(first, origin)  # a produce request
-            return duplicate if duplicate is not None else PendingAppend(first, None)
-        if not any(h.producer_id >= 0 for h in valid.headers):
+        if len(valid.headers) == 1:  # a produce request
+            if first.producer_id < 0:
+                return None
+            if not first.is_control:
+                duplicate = self.manager.check_batch(first, origin)
+                return duplicate if duplicate is not None else PendingAppend(first, None)
+        elif not any(h.producer_id >= 0 for h in valid.headers):
             return None
         if origin is AppendOrigin.CLIENT:
             duplicate = self.manager.find_duplicate(first)

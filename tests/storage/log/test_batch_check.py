@@ -4,11 +4,15 @@ an index to rebuild."""
 
 from __future__ import annotations
 
+import ast
+import itertools
 import logging
 import os
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_log.storage.checkpoint import OffsetCheckpointFile
 from spark_log.storage.errors import KafkaStorageError
@@ -35,6 +39,24 @@ def test_checked_ranges_merge_and_report_gaps() -> None:
     assert ranges.gaps(0, 40) == [(0, 5), (30, 40)]
     ranges.clear()
     assert ranges.gaps(1, 2) == [(1, 2)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=12))
+def test_checked_ranges_hold_what_was_added_as_a_set_of_bytes_would(adds) -> None:
+    ranges, model = CheckedRanges(), set()
+    for start, length in adds:
+        ranges.add(start, start + length)
+        model.update(range(start, start + length))
+        gaps: list[tuple[int, int]] = []
+        for b in (b for b in range(90) if b not in model):
+            if gaps and gaps[-1][1] == b:
+                gaps[-1] = (gaps[-1][0], b + 1)
+            else:
+                gaps.append((b, b + 1))
+        assert ranges.gaps(0, 90) == gaps
+        held = ast.literal_eval(repr(ranges)[len("CheckedRanges("):-1])
+        assert all(end < start for (_, end), (start, _) in itertools.pairwise(held))
 
 
 def test_check_batches_names_the_first_bad_batch() -> None:

@@ -30,24 +30,26 @@ CONFIGS = {
 }
 
 
-def outcome(records: bytes, config: LogConfig) -> tuple:
+def outcome(records: bytes, config: LogConfig, next_offset: int = 40,
+            leader_epoch: int = 7) -> tuple:
     """What validate_append makes of a client's append: its buffers and headers, or its error."""
     try:
         result = log_validator.validate_append(
-            records, config=config, origin=AppendOrigin.CLIENT, next_offset=40, leader_epoch=7,
-            now_ms=DEFAULT_TS, topic_partition="t-0")
+            records, config=config, origin=AppendOrigin.CLIENT, next_offset=next_offset,
+            leader_epoch=leader_epoch, now_ms=DEFAULT_TS, topic_partition="t-0")
     except Exception as e:  # the error itself is what is compared
         return ("error", type(e), str(e))
     return ("ok", b"".join(bytes(b) for b in result.buffers), result.headers,
-            result.record_count, result.max_timestamp, result.offset_of_max_timestamp)
+            result.record_count, result.max_timestamp, result.offset_of_max_timestamp,
+            result.log_append_time, result.size)
 
 
-def assert_native_agrees(records: bytes, config: LogConfig,
-                         monkeypatch: pytest.MonkeyPatch) -> tuple:
-    native = outcome(records, config)
+def assert_native_agrees(records: bytes, config: LogConfig, monkeypatch: pytest.MonkeyPatch,
+                         next_offset: int = 40, leader_epoch: int = 7) -> tuple:
+    native = outcome(records, config, next_offset, leader_epoch)
     with monkeypatch.context() as m:
-        m.setattr(log_validator, "check_client_batch", lambda view, limit: None)
-        walked = outcome(records, config)
+        m.setattr(log_validator, "check_client_batch", lambda view, limit, offset, epoch: None)
+        walked = outcome(records, config, next_offset, leader_epoch)
     assert native == walked
     return native
 
@@ -56,7 +58,9 @@ def test_the_extension_is_built_and_used():
     assert client_batch.NATIVE, ("spark_log/records/_native_scan.c is not built: `pip install "
                                  "-e .` (what ./dev runs) compiles it")
     batch = make_batch(3)
-    assert client_batch.check_client_batch(memoryview(batch), 10**6) == read_header(batch)
+    final, header = client_batch.check_client_batch(memoryview(batch), 10**6, 40, 7)
+    assert final == read_header(batch)._replace(base_offset=40, partition_leader_epoch=7)
+    assert read_header(header + batch[len(header):]) == final
 
 
 @pytest.mark.parametrize("batch", [
@@ -88,6 +92,17 @@ def test_mutated_batches_are_decided_as_the_walk_decides(config, records, change
         assert_native_agrees(batch, config, monkeypatch)
 
 
+@pytest.mark.parametrize(("next_offset", "leader_epoch"), [
+    (0, 0), (2**40 + 3, 2**31 - 1), (2**63 - 10, 255), (256, 2**24 + 1)])
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_offsets_and_epochs_of_every_width_are_written_as_the_walk_writes_them(
+        next_offset, leader_epoch, config, monkeypatch):
+    result = assert_native_agrees(make_batch(3), config, monkeypatch, next_offset, leader_epoch)
+    if result[0] == "ok":
+        assert result[2][0].base_offset == next_offset
+        assert read_header(result[1]).partition_leader_epoch == leader_epoch
+
+
 def test_a_crc_mismatch_is_the_walks_corrupt_record_error(monkeypatch):
     batch = bytearray(make_batch(2))
     batch[-1] ^= 0xFF
@@ -100,5 +115,6 @@ def test_the_walk_stands_in_when_the_extension_is_not_built():
             "from spark_log.records import client_batch\n"
             "from tests.storage.batches import make_batch\n"
             "assert not client_batch.NATIVE\n"
-            "assert client_batch.check_client_batch(memoryview(make_batch(2)), 10**6) is None\n")
+            "assert client_batch.check_client_batch(memoryview(make_batch(2)), 10**6, 0, 0) "
+            "is None\n")
     subprocess.run([sys.executable, "-c", code], check=True)
