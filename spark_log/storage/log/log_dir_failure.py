@@ -12,10 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from types import TracebackType
+from typing import TypeVar
 
 from spark_log.storage.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class LogDirFailure:
@@ -36,10 +39,21 @@ class LogDirFailure:
         if self.error is not None:
             raise KafkaStorageError(f"log directory {self.data_dir} is offline: {self.error}")
 
-    def guard(self, action: str) -> _Guard:
-        """Run an I/O step: refuse if already failed; an OSError inside fails the directory.
-        A plain object, not a generator context manager: every read and append passes here."""
-        return _Guard(self, action)
+    def guard(self, action: str, *about: object) -> _Guard:
+        """Run a block of I/O steps: refuse if already failed; an OSError inside fails the
+        directory. `action % about` names the steps in the error, formatted only on failure:
+        every read and append passes here or through `run`."""
+        return _Guard(self, action, about)
+
+    def run(self, action: str, about: object, call: Callable[..., T], *args: object) -> T:
+        """`call(*args)` as one guarded I/O step (`guard` for a block) without its object:
+        for steps every fetch takes. `action % about` names it in the error."""
+        if self.error is not None:
+            self.check()
+        try:
+            return call(*args)
+        except OSError as e:
+            raise self.fail(action % (about,), e) from e
 
     def fail(self, action: str, cause: Exception) -> KafkaStorageError:
         """Take the directory offline (an I/O error, or a batch found damaged); returns the
@@ -56,12 +70,13 @@ class LogDirFailure:
 
 
 class _Guard:
-    """`with failure.guard(action):` (see `LogDirFailure.guard`)."""
+    """`with failure.guard(action, *about):` (see `LogDirFailure.guard`). A plain object, not a
+    generator context manager."""
 
-    __slots__ = ("action", "failure")
+    __slots__ = ("about", "action", "failure")
 
-    def __init__(self, failure: LogDirFailure, action: str) -> None:
-        self.failure, self.action = failure, action
+    def __init__(self, failure: LogDirFailure, action: str, about: tuple[object, ...]) -> None:
+        self.failure, self.action, self.about = failure, action, about
 
     def __enter__(self) -> None:
         self.failure.check()
@@ -69,4 +84,5 @@ class _Guard:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         if isinstance(error, OSError):
-            raise self.failure.fail(self.action, error) from error
+            action = self.action % self.about if self.about else self.action
+            raise self.failure.fail(action, error) from error

@@ -83,7 +83,7 @@ class LogManager:
         self._recovery_file = self._checkpoint(RECOVERY_POINT_CHECKPOINT)
         self._start_file = self._checkpoint(LOG_START_OFFSET_CHECKPOINT)
         self._hw_file = self._checkpoint(REPLICATION_OFFSET_CHECKPOINT)
-        with self.failure.guard(f"loading logs from {self.data_dir}"):
+        with self.failure.guard("loading logs from %s", self.data_dir):
             os.makedirs(self.data_dir, exist_ok=True)
             marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
             self.had_clean_shutdown = os.path.exists(marker)
@@ -211,7 +211,7 @@ class LogManager:
         self._write_checkpoints()
 
     def _write_checkpoints(self) -> None:
-        with self.failure.guard(f"writing checkpoints in {self.data_dir}"):
+        with self.failure.guard("writing checkpoints in %s", self.data_dir):
             offsets = {tp: lg.checkpoint_offsets() for tp, lg in self._logs.items()}
             self._recovery_file.write({tp: o[0] for tp, o in offsets.items()})
             self._start_file.write({tp: o[1] for tp, o in offsets.items()})
@@ -237,7 +237,7 @@ class LogManager:
         for partition_log in self.logs():
             partition_log.close()
         self._write_checkpoints()
-        with self.failure.guard(f"marking a clean shutdown of {self.data_dir}"):
+        with self.failure.guard("marking a clean shutdown of %s", self.data_dir):
             marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
             fd = self.fs.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:

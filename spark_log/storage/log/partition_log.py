@@ -72,7 +72,7 @@ class PartitionLog:
         self.clock, self.fs = clock, fs
         self.failure = failure or LogDirFailure(data_dir)
         self.record_validator = record_validator
-        with self.failure.guard(f"opening {self.name}"):
+        with self.failure.guard("opening %s", self.name):
             if not os.path.isdir(self.dir):
                 os.makedirs(self.dir)
                 fs.fsync_dir(data_dir)
@@ -124,7 +124,7 @@ class PartitionLog:
         local = self._local
         if local.is_end_known:  # the hot path: known since the first append or read
             return local.log_end_offset
-        with self.failure.guard(f"reading the end offset of {self.name}"):
+        with self.failure.guard("reading the end offset of %s", self.name):
             return local.log_end_offset
 
     @property
@@ -164,7 +164,7 @@ class PartitionLog:
     @property
     def producer_state(self) -> ProducerStateManager:
         """The producers of this partition, loaded on first use."""
-        with self.failure.guard(f"loading the producer state of {self.name}"):
+        with self.failure.guard("loading the producer state of %s", self.name):
             return self._producers.manager
 
     @property
@@ -172,25 +172,17 @@ class PartitionLog:
         """read_committed consumers read below this: the first offset of the earliest open
         transaction, or the high watermark if that is lower or none is open."""
         hw = self.high_watermark
-        first = self._io("loading the producer state of", self._producers.first_unstable_offset)
+        first = self.failure.run("loading the producer state of %s", self.name,
+                                 self._producers.first_unstable_offset)
         return first if first is not None and first < hw else hw
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound)."""
-        return self._io("reading the transaction index of",
-                        self._producers.aborted_transactions, fetch_offset, upper_bound)
-
-    def _io(self, action: str, call: Callable[..., T], *args: object) -> T:
-        """`call(*args)`, an OSError failing the directory: `failure.guard` without an object
-        and a formatted string per call, for what every read_committed fetch asks."""
-        self.failure.check()
-        try:
-            return call(*args)
-        except OSError as e:
-            raise self.failure.fail(f"{action} {self.name}", e) from e
+        return self.failure.run("reading the transaction index of %s", self.name,
+                                self._producers.aborted_transactions, fetch_offset, upper_bound)
 
     def active_producers(self) -> list[ProducerStateEntry]:
-        with self.failure.guard(f"loading the producer state of {self.name}"):
+        with self.failure.guard("loading the producer state of %s", self.name):
             return self._producers.active()
 
     def remove_expired_producers(self, max_idle_ms: int, now_ms: int | None = None) -> int:
@@ -239,7 +231,7 @@ class PartitionLog:
 
     def roll(self) -> Segment:
         """Start a new active segment at the log end offset."""
-        with self.failure.guard(f"rolling {self.name}"):
+        with self.failure.guard("rolling %s", self.name):
             end = self._local.log_end_offset
             segment = self._local.roll(end)
             self._producers.snapshot(end)
@@ -290,14 +282,14 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """First record with timestamp >= `timestamp` at or after the log start offset."""
-        with self.failure.guard(f"searching {self.name} by timestamp"):
+        with self.failure.guard("searching %s by timestamp", self.name):
             return self._checked(lambda: self.offsets.for_timestamp(timestamp))
 
     def list_offset(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: -2 earliest, -1 latest (the log end offset; the broker caps it at the
         high watermark or LSO), -3 max timestamp, -4 earliest local, -5 latest tiered, else the
         first record at or after the timestamp (None if there is none)."""
-        with self.failure.guard(f"listing offsets of {self.name}"):
+        with self.failure.guard("listing offsets of %s", self.name):
             return self._checked(lambda: self.offsets.list_offset(timestamp))
 
     # ---- removing data ------------------------------------------------------------------
@@ -305,7 +297,7 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to `offset` (-1: the high watermark),
         then delete segments wholly below it; returns the new log start offset."""
-        with self.failure.guard(f"deleting records of {self.name}"):
+        with self.failure.guard("deleting records of %s", self.name):
             hw = self.high_watermark
             target = hw if offset == -1 else offset
             if target < 0 or target > hw:
@@ -318,7 +310,7 @@ class PartitionLog:
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention (see `retention`); returns the number of segments deleted."""
-        with self.failure.guard(f"applying retention to {self.name}"):
+        with self.failure.guard("applying retention to %s", self.name):
             now = self.clock.now_ms() if now_ms is None else now_ms
             config = self.config
             deleted = self._delete_where(below_log_start(self._log_start_offset),
@@ -361,7 +353,7 @@ class PartitionLog:
         offset as `old[0]`) in for the consecutive segments `old`, crash-safely (see
         `LocalLog.replace_segments`). Returns False, changing nothing, when any of `old` is no
         longer in the log (retention, truncation or deletion came first) or is the active one."""
-        with self.failure.guard(f"swapping a cleaned segment into {self.name}"):
+        with self.failure.guard("swapping a cleaned segment into %s", self.name):
             segments = self._local.segments
             if not old or new.base_offset != old[0].base_offset or segments.active in old or \
                     any(segments.floor(s.base_offset) is not s for s in old):
@@ -371,7 +363,7 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> bool:
         """Replication: drop every batch ending at or after `offset`; True if anything went."""
-        with self.failure.guard(f"truncating {self.name}"):
+        with self.failure.guard("truncating %s", self.name):
             if offset < 0:
                 raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
             if offset >= self._local.log_end_offset:
@@ -388,7 +380,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at `offset` (a follower far behind)."""
-        with self.failure.guard(f"truncating {self.name}"):
+        with self.failure.guard("truncating %s", self.name):
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
@@ -402,13 +394,13 @@ class PartitionLog:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment up to `offset` (default: the end) and advance the recovery
         point there."""
-        with self.failure.guard(f"flushing {self.name}"):
+        with self.failure.guard("flushing %s", self.name):
             self._local.flush_to(offset)
 
     def flush_due(self, now_mono_ms: int | None = None) -> None:
         """Periodic work: fsync rolled segments, honour flush.ms, remove expired .deleted
         files."""
-        with self.failure.guard(f"flushing {self.name}"):
+        with self.failure.guard("flushing %s", self.name):
             self._local.flush_due(self.clock.monotonic_ms() if now_mono_ms is None
                                   else now_mono_ms)
 
@@ -417,7 +409,7 @@ class PartitionLog:
         if self.failure.failed:
             self.release()
             return
-        with self.failure.guard(f"closing {self.name}"):
+        with self.failure.guard("closing %s", self.name):
             if self._producers.loaded or self._local.is_end_known:
                 self._producers.snapshot(self._local.log_end_offset)
             self._local.close()
@@ -432,7 +424,7 @@ class PartitionLog:
         self.release()
         parent = os.path.dirname(self.dir)
         doomed = os.path.join(parent, delete_dir_name(self.topic, self.partition))
-        with self.failure.guard(f"deleting {self.name}"):
+        with self.failure.guard("deleting %s", self.name):
             self.fs.rename(self.dir, doomed)
             self.fs.fsync_dir(parent)
             self.fs.remove_tree(doomed)
