@@ -26,17 +26,22 @@ import sys
 from spark_log.broker.allocator import keep_freed_buffers
 def faults():
     return int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[7])
+def request():  # a produce request of 1 MiB as the broker receives it: four reads, one join
+    pieces = [b"x" * (256 << 10) for _ in range(4)]
+    frame = b"".join(pieces)
+    del pieces, frame
 print(keep_freed_buffers(eval(sys.argv[1])))
-x = b"x" * (4 << 20); del x  # the heap grows once
+for _ in range(3):  # the heap grows to hold a request once
+    request()
 start = faults()
 for _ in range(20):
-    x = b"x" * (4 << 20); del x
+    request()
 print(faults() - start)
 """
 
 
 def probe(environ: dict[str, str]) -> tuple[bool, int]:
-    """(whether the thresholds were set, page faults of 20 allocations of 4 MiB after one)."""
+    """(whether the thresholds were set, page faults of 20 requests' buffers after three)."""
     out = subprocess.run([sys.executable, "-c", PROBE, repr(environ)], cwd=REPO, check=True,
                          capture_output=True, text=True).stdout.split()
     return out[0] == "True", int(out[1])
@@ -45,13 +50,13 @@ def probe(environ: dict[str, str]) -> tuple[bool, int]:
 def test_freed_buffers_are_reused_without_faulting_in_again() -> None:
     done, faults = probe({})
     assert done
-    assert faults < 64  # 20 x 1,024 pages, each written: reused, not faulted in again
+    assert faults < 64  # 2 MiB written per request: reused, not faulted in again
 
 
 def test_a_malloc_tunable_in_the_environment_wins() -> None:
     done, faults = probe({"MALLOC_ARENA_MAX": "2"})
     assert not done
-    assert faults > 500  # glibc's own adaptive thresholds: the pages come and go
+    assert faults > 2_000  # glibc's own adaptive thresholds: each request's pages come and go
 
 
 def minor_faults(pid: int) -> int:
