@@ -12,7 +12,10 @@ counting is switched on for `--requests` requests and off again.
   connection set-up, a few requests, is spread over all of them).
 * `--case keeping-up`: a consumer waiting at the log end while a producer sends one-record
   requests at `--rate` a second (slow enough for every fetch to park first): per record, one
-  produce request and the fetch it wakes. The count is per record produced.
+  produce request and the fetch it wakes. The count is per record produced. Its consumer asks
+  for librdkafka's default 1 MiB a partition, as consumers do (the request path's sixth round
+  measured it with `--fetch-max-bytes 1`, which hid a slow path only a read reaching the end
+  of the segment with room to spare takes).
 With `--before DIR`, another checkout's broker is measured the same way in the same run and the
 ratio printed. Only user-space instructions count (not the kernel's work in the system calls).
 Each broker runs under the interpreter running this script.
@@ -20,6 +23,7 @@ Each broker runs under the interpreter running this script.
 Usage, from the repository root:
     python bench/request_instructions.py --rdkafka-performance PATH [--requests 2000]
                                          [--case produce|fetch|keeping-up] [--rate 50]
+                                         [--fetch-max-bytes N]
                                          [--before OTHER_CHECKOUT]
 """
 
@@ -39,10 +43,11 @@ READY_S = 300  # a broker starting under callgrind runs some 50 times slower
 
 
 WARM_UP = 300
+DEFAULT_FETCH_MAX_BYTES = 1048576  # librdkafka's fetch.message.max.bytes
 
 
 def instructions_per_request(repo: Path, perf: str, requests: int, case: str,
-                             rate: int = 50) -> float:
+                             rate: int = 50, fetch_max_bytes: int | None = None) -> float:
     work = Path(tempfile.mkdtemp(prefix="bench-instructions-"))
     out = work / "callgrind.out"
     env = {**os.environ, "PYTHONPATH": str(repo)}
@@ -58,8 +63,10 @@ def instructions_per_request(repo: Path, perf: str, requests: int, case: str,
         produce = [perf, "-P", "-t", "one", "-p", "0", "-s", "100", "-a", "1",
                    "-X", "linger.ms=0", "-X", "batch.num.messages=1", "-X", "max.in.flight=1",
                    *bootstrap]
-        consume = [perf, "-C", "-t", "one", "-p", "0", "-X", "fetch.message.max.bytes=1",
-                   *bootstrap]
+        if fetch_max_bytes is None:
+            fetch_max_bytes = DEFAULT_FETCH_MAX_BYTES if case == "keeping-up" else 1
+        consume = [perf, "-C", "-t", "one", "-p", "0",
+                   "-X", f"fetch.message.max.bytes={fetch_max_bytes}", *bootstrap]
         if case == "produce":
             _perf([*produce, "-c", str(WARM_UP)])
             counted = [*produce, "-c", str(requests)]
@@ -127,6 +134,9 @@ def main() -> None:
     parser.add_argument("--case", choices=("produce", "fetch", "keeping-up"), default="produce")
     parser.add_argument("--rate", type=int, default=50,
                         help="records a second for --case keeping-up")
+    parser.add_argument("--fetch-max-bytes", type=int,
+                        help="the consumer's fetch.message.max.bytes (default: 1 for --case "
+                             "fetch, librdkafka's 1 MiB for --case keeping-up)")
     parser.add_argument("--before", type=Path, help="another checkout to measure and compare")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
@@ -135,11 +145,12 @@ def main() -> None:
     what = {"produce": "one-record produce request", "fetch": "one-batch fetch",
             "keeping-up": "record produced and fetched by a consumer keeping up"}[args.case]
     ours = instructions_per_request(here, args.rdkafka_performance, args.requests, args.case,
-                                    args.rate)
+                                    args.rate, args.fetch_max_bytes)
     print(f"this checkout: {ours:,.0f} instructions per {what}")
     if args.before is not None:
         theirs = instructions_per_request(args.before.resolve(), args.rdkafka_performance,
-                                          args.requests, args.case, args.rate)
+                                          args.requests, args.case, args.rate,
+                                          args.fetch_max_bytes)
         print(f"--before:      {theirs:,.0f} instructions per request; "
               f"this checkout x{ours / theirs:.3f}")
 

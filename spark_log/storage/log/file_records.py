@@ -49,7 +49,9 @@ class FetchSlice:
     handle: FileHandle | None
     position: int
     size: int
-    next_offset: int | None = None  # the offset after the last batch, when the read saw it
+    # the offset after the last batch, when the read saw it; for a slice taking the rest of a
+    # segment, the segment's end offset (the next segment's base offset, or the log end)
+    next_offset: int | None = None
     data: bytes | memoryview | None = None
 
     def __len__(self) -> int:
@@ -92,8 +94,9 @@ SMALL_FILE_BYTES = 64 * 1024  # read whole rather than mapped (`FileRecords.map`
 
 def slice_next_offset(records: FetchSlice) -> int | None:
     """The offset after the last batch of a slice — what bounds the aborted transactions a
-    fetch must list: as the read that cut it saw it, else by walking its headers through a map
-    of just that range. None if the slice is empty or no longer readable whole (the file was
+    fetch must list: as the read that cut it saw it (the segment's end offset for a slice
+    taking the rest of a segment, as Kafka bounds it), else by walking its headers through a
+    map of just that range. None if the slice is empty or no longer readable whole (the file was
     truncated since it was cut)."""
     if records.handle is None or records.size == 0:
         return None

@@ -236,7 +236,10 @@ class Segment:
             size = self.log.size
             if stop >= size and end_offset is not None and (max_offset is None or
                                                             max_offset >= end_offset):
-                end, next_offset = size, None
+                # The rest of the segment, up to `end_offset` (as Kafka bounds the aborted
+                # transactions of a read reaching a segment's end): remembered, so a consumer
+                # keeping up reads the next append from here.
+                end, next_offset = size, end_offset
             else:
                 end, next_offset = self._read_end(start, stop, max_offset)
         except DamagedSegmentError:

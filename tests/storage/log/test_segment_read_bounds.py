@@ -102,7 +102,9 @@ def test_reads_that_follow_each_other_match_a_full_header_walk(
             max_bytes = picks.draw(st.sampled_from([0, 1, 100, 1000, len(data) + 100]))
             max_offset = picks.draw(st.none() | st.integers(first, end + 5))
             min_one = picks.draw(st.booleans())
-            got = segment.read(start, max_bytes, max_offset=max_offset, min_one_batch=min_one)
+            end_known = picks.draw(st.booleans())  # as the log passes it, or not
+            got = segment.read(start, max_bytes, max_offset=max_offset, min_one_batch=min_one,
+                               end_offset=end if end_known else None)
             want_start, want_size = reference(data, start, max_bytes, max_offset, min_one)
             assert got.size == want_size
             if want_size:
@@ -125,4 +127,25 @@ def test_a_read_from_a_remembered_position_carries_the_bytes_it_read() -> None:
         assert second.data is not None
         assert bytes(second.data) == data[first.size:] == second.read_bytes()
         assert second.next_offset == end
+        segment.close()
+
+
+def test_a_consumer_at_the_end_reads_each_new_batch_from_where_it_stopped() -> None:
+    """A consumer keeping up asks for far more than is there: its read takes the rest of the
+    segment, up to the end offset its log passes, and the next batch appended is read from
+    where that read ended, without the index look-up and header walk."""
+    with tempfile.TemporaryDirectory() as tmp:
+        segment, _, end = filled(tmp, 100, [(2, 0)] * 20, 50)
+        caught_up = segment.read(BASE + 6, 1 << 20, end_offset=end)  # the indexed path
+        assert caught_up.data is None
+        assert caught_up.position + caught_up.size == segment.size
+        assert caught_up.next_offset == end
+        for step in range(3):
+            batch = make_batch(1, base_offset=end, timestamp=DEFAULT_TS, value_size=50)
+            segment.append([batch], [read_header(batch)])
+            got = segment.read(end, 1 << 20, end_offset=end + 1)
+            assert got.data is not None, step  # read where the last read stopped
+            assert bytes(got.data) == batch == got.read_bytes()
+            assert got.next_offset == end + 1
+            end += 1
         segment.close()
