@@ -30,12 +30,19 @@ def fetch(client: RawClient, topic: str, offset: int, max_wait_ms: int, epoch: i
     return response.responses[0].partitions[0], time.monotonic() - started
 
 
-def test_a_fetch_at_the_end_waits_out_max_wait_when_nothing_arrives(
-        shared_broker: BrokerProcess) -> None:
-    topic = unique("wait")
-    with RawClient(shared_broker.bootstrap) as client:
+def topic_of_three(broker: BrokerProcess, prefix: str) -> str:
+    """A new topic holding one batch of three records (high watermark 3)."""
+    topic = unique(prefix)
+    with RawClient(broker.bootstrap) as client:
         create(client, topic)
         produce(client, topic, batch())
+    return topic
+
+
+def test_a_fetch_at_the_end_waits_out_max_wait_when_nothing_arrives(
+        shared_broker: BrokerProcess) -> None:
+    topic = topic_of_three(shared_broker, "wait")
+    with RawClient(shared_broker.bootstrap) as client:
         for isolation_level in (0, 1):  # read_uncommitted, read_committed
             entry, took = fetch(client, topic, 3, 300, isolation_level=isolation_level)
             assert entry.error_code == ErrorCode.none
@@ -45,10 +52,7 @@ def test_a_fetch_at_the_end_waits_out_max_wait_when_nothing_arrives(
 
 def test_a_fetch_at_the_end_is_answered_by_the_next_append(
         shared_broker: BrokerProcess) -> None:
-    topic = unique("woken")
-    with RawClient(shared_broker.bootstrap) as client:
-        create(client, topic)
-        produce(client, topic, batch())
+    topic = topic_of_three(shared_broker, "woken")
     answered: list[tuple[Any, float]] = []
     with RawClient(shared_broker.bootstrap) as consumer:
         waiting = threading.Thread(
@@ -64,10 +68,8 @@ def test_a_fetch_at_the_end_is_answered_by_the_next_append(
 
 def test_a_stale_epoch_or_unknown_partition_at_the_end_is_answered_at_once(
         shared_broker: BrokerProcess) -> None:
-    topic = unique("stale")
+    topic = topic_of_three(shared_broker, "stale")
     with RawClient(shared_broker.bootstrap) as client:
-        create(client, topic)
-        produce(client, topic, batch())
         metadata = client.request(ApiKey.METADATA, 9, {
             "topics": [{"name": topic}], "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False,
