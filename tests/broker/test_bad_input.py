@@ -182,15 +182,26 @@ def test_malformed_frames_close_only_their_connection(shared_broker: BrokerProce
     assert values == [b"before", b"after"]
 
 
-def _fetch_at_epoch(client: RawClient, topic: str, epoch: int) -> Any:
+def fetch_one(client: RawClient, topic: str, *, offset: int = 0, max_wait_ms: int = 0,
+              epoch: int = -1, isolation_level: int = 0) -> Any:
+    """The partition's entry of a consumer's fetch of partition 0 (at most 1 MiB)."""
     response = client.request(ApiKey.FETCH, 11, {
-        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
-        "forgotten_topics_data": [],
+        "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
+        "rack_id": "", "forgotten_topics_data": [],
         "topics": [{"topic": topic, "partitions": [
-            {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": 0,
+            {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset,
              "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
     return response.responses[0].partitions[0]
+
+
+def leader_epoch(client: RawClient, topic: str) -> int:
+    """Partition 0's leader epoch, as Metadata tells it."""
+    metadata = client.request(ApiKey.METADATA, 9, {
+        "topics": [{"name": topic}], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False})
+    return metadata.topics[0].partitions[0].leader_epoch
 
 
 def test_a_fetch_from_an_older_or_newer_leader_epoch_is_refused(broker: BrokerProcess) -> None:
@@ -202,16 +213,12 @@ def test_a_fetch_from_an_older_or_newer_leader_epoch_is_refused(broker: BrokerPr
         produce(client, topic, batch())
     broker.restart()  # the partition's leader takes a new epoch
     with RawClient(broker.bootstrap) as client:
-        metadata = client.request(ApiKey.METADATA, 9, {
-            "topics": [{"name": topic}], "allow_auto_topic_creation": False,
-            "include_cluster_authorized_operations": False,
-            "include_topic_authorized_operations": False})
-        epoch = metadata.topics[0].partitions[0].leader_epoch
+        epoch = leader_epoch(client, topic)
         assert epoch >= 1
-        assert _fetch_at_epoch(client, topic, epoch - 1).error_code == \
+        assert fetch_one(client, topic, epoch=epoch - 1).error_code == \
             ErrorCode.fenced_leader_epoch
-        assert _fetch_at_epoch(client, topic, epoch + 1).error_code == \
+        assert fetch_one(client, topic, epoch=epoch + 1).error_code == \
             ErrorCode.unknown_leader_epoch
         for known in (-1, epoch):
-            found = _fetch_at_epoch(client, topic, known)
+            found = fetch_one(client, topic, epoch=known)
             assert found.error_code == ErrorCode.none and found.high_watermark == 3

@@ -8,9 +8,8 @@ import time
 from typing import Any
 
 from spark_log.protocol import ErrorCode
-from spark_log.protocol.api_keys import ApiKey
 from tests.broker.raw_client import RawClient
-from tests.broker.test_bad_input import batch, create, produce, unique
+from tests.broker.test_bad_input import batch, create, fetch_one, leader_epoch, produce, unique
 from tests.broker_process import BrokerProcess
 
 LONG_WAIT_MS = 30_000  # far longer than any answer below may take
@@ -20,14 +19,9 @@ def fetch(client: RawClient, topic: str, offset: int, max_wait_ms: int, epoch: i
           isolation_level: int = 0) -> tuple[Any, float]:
     """The partition's entry of a one-partition consumer fetch, and the seconds it took."""
     started = time.monotonic()
-    response = client.request(ApiKey.FETCH, 11, {
-        "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
-        "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
-        "rack_id": "", "forgotten_topics_data": [],
-        "topics": [{"topic": topic, "partitions": [
-            {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset,
-             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
-    return response.responses[0].partitions[0], time.monotonic() - started
+    entry = fetch_one(client, topic, offset=offset, max_wait_ms=max_wait_ms, epoch=epoch,
+                      isolation_level=isolation_level)
+    return entry, time.monotonic() - started
 
 
 def topic_of_three(broker: BrokerProcess, prefix: str) -> str:
@@ -70,12 +64,7 @@ def test_a_stale_epoch_or_unknown_partition_at_the_end_is_answered_at_once(
         shared_broker: BrokerProcess) -> None:
     topic = topic_of_three(shared_broker, "stale")
     with RawClient(shared_broker.bootstrap) as client:
-        metadata = client.request(ApiKey.METADATA, 9, {
-            "topics": [{"name": topic}], "allow_auto_topic_creation": False,
-            "include_cluster_authorized_operations": False,
-            "include_topic_authorized_operations": False})
-        epoch = metadata.topics[0].partitions[0].leader_epoch
-        entry, took = fetch(client, topic, 3, LONG_WAIT_MS, epoch=epoch + 1)
+        entry, took = fetch(client, topic, 3, LONG_WAIT_MS, epoch=leader_epoch(client, topic) + 1)
         assert entry.error_code == ErrorCode.unknown_leader_epoch
         assert took < LONG_WAIT_MS / 1000 / 2
         entry, took = fetch(client, unique("missing"), 0, LONG_WAIT_MS)

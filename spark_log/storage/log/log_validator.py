@@ -247,13 +247,10 @@ def _assign(view: memoryview, pos: int, h: BatchHeader, config: LogConfig, next_
 
 def _assigned(view: memoryview, header: bytes, final: BatchHeader) -> ValidatedAppend:
     """The native check's one batch: `header` (offsets assigned) before the untouched records,
-    as `_assign` and `_add` make it, built at once."""
-    size, ts = final.size, final.max_timestamp
-    if ts > NO_TIMESTAMP:
-        return ValidatedAppend([header, view[HEADER_SIZE:size]], [final], ts,
-                               final.last_offset, NO_TIMESTAMP, final.records_count, size)
-    return ValidatedAppend([header, view[HEADER_SIZE:size]], [final], NO_TIMESTAMP, -1,
-                           NO_TIMESTAMP, final.records_count, size)
+    as `_assign` makes it."""
+    out = ValidatedAppend([header, view[HEADER_SIZE : final.size]], size=final.size)
+    _add(out, final)
+    return out
 
 
 def _add(out: ValidatedAppend, h: BatchHeader) -> None:

@@ -46,11 +46,6 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest
     max_wait_ms = max(0, request.max_wait_ms)
     deadline = time.monotonic() + max_wait_ms / 1000
     replica_id = request.replica_id  # -1: a consumer (v15+: from replica_state)
-    if replica_id < 0 and request.min_bytes > 0 and max_wait_ms > 0 and wanted and \
-            _at_the_end(services, request, topics):
-        # A consumer keeping up: its read would find nothing, so it parks before building
-        # an answer that would be thrown away.
-        await services.replicas.wait_for_append(wanted, max_wait_ms / 1000)
     while True:
         responses, size, errored, tagged = _read(services, request, topics, replica_id)
         remaining = deadline - time.monotonic()
@@ -91,27 +86,6 @@ def _resolve(services: Services, topic: Any) -> tuple[str | None, uuid.UUID, Any
         return (info.name if info else None), topic_id or ZERO_UUID, topic
     info = metadata.get(name)
     return name, (info.topic_id if info else ZERO_UUID), topic
-
-
-def _at_the_end(services: Services, request: FetchRequest,
-                topics: list[tuple[str | None, uuid.UUID, Any]]) -> bool:
-    """Whether a consumer has read every partition it asks for up to its bound (the high
-    watermark, or for read_committed the last stable offset), so that reading them would
-    return no records. False on any error: the read then answers it at once."""
-    committed = request.isolation_level == READ_COMMITTED
-    replicas = services.replicas
-    try:
-        for name, _, topic in topics:
-            if name is None:
-                return False
-            for p in topic.partitions:
-                log = replicas.log_at_epoch(name, p.partition, p.current_leader_epoch)
-                bound = log.last_stable_offset if committed else log.high_watermark
-                if p.fetch_offset != bound:
-                    return False
-    except Exception:  # the read reports it (`_answer`)
-        return False
-    return True
 
 
 def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.UUID, Any]],
