@@ -79,7 +79,12 @@ class BrokerProcess:
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else 0
         self.terminate()
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise TimeoutError(f"broker did not stop within {timeout}s:\n"
+                               f"{self.log()[-20000:]}") from None
 
     def terminate(self) -> None:
         """SIGTERM without waiting."""

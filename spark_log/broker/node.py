@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import io
 import json
 import logging
 import os
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 
 INFO_FILE = "broker.json"
 RESIGN_S = 2.0  # how long a leaving quorum leader waits for its EndQuorumEpoch to be heard
+SLOW_SHUTDOWN_S = 15.0  # after this, and as often again, a shutdown logs what it waits on
 
 
 class Node:
@@ -261,6 +263,22 @@ async def run_until_signalled(config: BrokerConfig, metrics_port: int | None = N
     if metrics_port is not None:
         await node.serve_metrics(metrics_port)
     await stop.wait()
-    await node.stop()
+    watch = asyncio.create_task(_report_slow_shutdown(SLOW_SHUTDOWN_S))
+    try:
+        await node.stop()
+    finally:
+        watch.cancel()
     return 0
+
+
+async def _report_slow_shutdown(every_s: float) -> None:
+    """Log every other task's stack each `every_s` while the shutdown runs: a shutdown that
+    hangs then says where (Kafka's answer is a thread dump)."""
+    while True:
+        await asyncio.sleep(every_s)
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task():
+                task.print_stack(file=stacks)
+        log.warning("The shutdown still runs; its tasks are waiting here:\n%s", stacks.getvalue())
 

@@ -15,6 +15,7 @@ import struct
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from spark_log.deadline import within
 from spark_log.protocol import ProtocolError, decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
@@ -34,7 +35,7 @@ class AsyncConnection:
     async def call(self, request: RequestPayload, timeout_s: float) -> ResponsePayload:
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._call(request), timeout_s)
+                return await within(timeout_s, self._call(request))
             except (OSError, asyncio.IncompleteReadError, ProtocolError, TimeoutError) as e:
                 await self.close()
                 raise ConnectionError(f"{self.host}:{self.port}: {e or type(e).__name__}") from e

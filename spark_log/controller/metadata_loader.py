@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from spark_log.deadline import within
 from spark_log.metadata import (
     ImageError,
     MetadataDelta,
@@ -164,7 +165,7 @@ class MetadataLoader:
         entry = (offset, waiter)
         self._waiters.append(entry)
         try:
-            return await asyncio.wait_for(waiter, timeout)
+            return await within(timeout, waiter)
         finally:
             if entry in self._waiters:
                 self._waiters.remove(entry)

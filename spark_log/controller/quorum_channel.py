@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from spark_log.deadline import within
 from spark_log.protocol import ProtocolError, decode_entity, encode_request
 from spark_log.protocol.response_header import parse_response_header
 from spark_log.raft.messages import Message
@@ -138,9 +139,9 @@ class _Peer:
                 self._wanted.clear()
             await self._wanted.wait()
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.address.host, self.address.port),
-                    self.channel.request_timeout_s)
+                reader, writer = await within(self.channel.request_timeout_s,
+                                              asyncio.open_connection(self.address.host,
+                                                                      self.address.port))
             except OSError as e:  # TimeoutError included
                 log.debug("replica %d cannot reach replica %d at %s: %s; dropping %d request(s)",
                           self.channel.node_id, self.peer_id, self.address, e, len(self._queue))

@@ -27,6 +27,7 @@ from typing import cast
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from spark_log.clock import SYSTEM_CLOCK, Clock
+from spark_log.deadline import within
 from spark_log.raft import actions as act
 from spark_log.raft.config import QuorumConfig, Random
 from spark_log.raft.messages import (
@@ -241,7 +242,7 @@ class RaftDriver:
         leader lost its epoch first and others were committed there; TimeoutError;
         DriverStoppedError)."""
         self._check_running()
-        await asyncio.wait_for(self._delivery.wait(offset), timeout_s)
+        await within(timeout_s, self._delivery.wait(offset))
 
     def take_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         """The application's state after every batch below `snapshot_id.offset` (committed, a
@@ -410,7 +411,7 @@ class RaftDriver:
                 self._wake.clear()
                 wait = None if deadline >= NEVER else max(deadline - now, 1) / 1000
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
+                    await within(wait, self._wake.wait())
                 continue
             self._last_tick = now
             with contextlib.suppress(DriverStoppedError):

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spark_log.broker.cluster.controller_channel import ControllerChannel, ControllerUnavailable
+from spark_log.deadline import within
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.entity_build import build
 
@@ -66,7 +67,7 @@ class BrokerLifecycle:
 
     async def wait_unfenced(self, timeout_s: float) -> bool:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._unfenced.wait(), timeout_s)
+            await within(timeout_s, self._unfenced.wait())
         return self._unfenced.is_set()
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
@@ -75,12 +76,12 @@ class BrokerLifecycle:
         self._shutting_down = True
         self._wake.set()  # heartbeat now, not at the end of the interval
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._should_shut_down.wait(), timeout_s)
+            await within(timeout_s, self._should_shut_down.wait())
         return self._should_shut_down.is_set()
 
     async def stop(self) -> None:
-        # Cancelled again until it ends: asyncio.wait_for (3.11) swallows a cancellation that
-        # arrives as the awaited call completes, and the heartbeat loop would go on for good.
+        # Cancelled again until it ends: a cancellation absorbed anywhere below (as 3.11's
+        # asyncio.wait_for did: tests/test_async_rules.py) must not leave the heartbeat loop on.
         while self._task is not None and not self._task.done():
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=STOP_RECHECK_S)
@@ -96,8 +97,7 @@ class BrokerLifecycle:
             await self._heartbeat()
             fast = self.fenced or self._shutting_down
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(),
-                                       FAST_HEARTBEAT_S if fast else self.interval_s)
+                await within(FAST_HEARTBEAT_S if fast else self.interval_s, self._wake.wait())
             self._wake.clear()
 
     async def _register(self) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from spark_log.client.async_connection import AsyncConnection
+from spark_log.deadline import within
 from spark_log.protocol import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ class ControllerChannel:
         if timeout_s <= 0:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._leader_changed.wait(), timeout_s)
+            await within(timeout_s, self._leader_changed.wait())
 
     async def close(self) -> None:
         for connection in self._connections.values():

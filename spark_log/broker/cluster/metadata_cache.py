@@ -15,6 +15,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 
 from spark_log.broker.errors import UnknownTopicError
+from spark_log.deadline import within
 from spark_log.metadata import BrokerRegistration, MetadataImage, PartitionRegistration
 from spark_log.storage.data_dir.topics_file import INTERNAL_TOPICS, TopicInfo
 
@@ -48,7 +49,7 @@ class MetadataCache:
             if remaining <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                await within(remaining, self._changed.wait())
             except TimeoutError:
                 return done(self._image)
         return True

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from spark_log.deadline import within
+
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
@@ -23,7 +25,7 @@ MAX_HEAD = 8192
 async def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> asyncio.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            head = await within(10, reader.readuntil(b"\r\n\r\n"))
             if len(head) > MAX_HEAD:
                 return
             method, _, rest = head.decode("latin-1").partition(" ")

@@ -36,6 +36,7 @@ from spark_log.broker.errors import UnknownTopicError
 from spark_log.broker.replication.leader_epochs import NotLeaderError
 from spark_log.broker.replication.replication_quota import ReplicationQuotas
 from spark_log.client.async_connection import AsyncConnection
+from spark_log.deadline import within
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.entity_build import build
 from spark_log.replication.truncation import EpochStart, truncation
@@ -120,8 +121,8 @@ class ReplicaFetcher:
                                              f"{self.leader_id}-{self.fetcher_id}")
 
     async def stop(self) -> None:
-        # Cancelled again until it ends: asyncio.wait_for (3.11) swallows a cancellation that
-        # arrives as the awaited call completes, and the fetch loop would go on for good.
+        # Cancelled again until it ends: a cancellation absorbed anywhere below (as 3.11's
+        # asyncio.wait_for did: tests/test_async_rules.py) must not leave the fetch loop on.
         while self._task is not None and not self._task.done():
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=STOP_RECHECK_S)
@@ -155,7 +156,7 @@ class ReplicaFetcher:
         held = [f.held_until for f in self.partitions.values()]
         timeout = max(0.0, min(held) - loop.time()) if held else None
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            await within(timeout, self._changed.wait())
 
     def _hold(self, partitions: dict[TopicPartition, _Fetching], ms: int) -> None:
         until = asyncio.get_running_loop().time() + ms / 1000

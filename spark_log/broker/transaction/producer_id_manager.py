@@ -11,6 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from spark_log.broker.errors import KafkaError
+from spark_log.deadline import within
 from spark_log.protocol import ErrorCode
 from spark_log.protocol.entity_build import build
 
@@ -47,7 +48,7 @@ class ProducerIdManager:
             if loop.time() >= deadline:
                 raise KafkaError(ErrorCode.coordinator_load_in_progress,
                                  "no producer id block from the controller yet")
-            await asyncio.wait_for(asyncio.shield(self._fetch()), deadline - loop.time())
+            await within(deadline - loop.time(), asyncio.shield(self._fetch()))
 
     def next_id(self) -> int:
         if self._next >= self._end:

@@ -34,6 +34,7 @@ from collections.abc import Generator
 from typing import Protocol, TypeVar
 
 from spark_log.clock import Clock
+from spark_log.deadline import within
 from spark_log.records.errors import CorruptRecordError
 from spark_log.storage.cleaner.cleaner import (
     CleanerStats,
@@ -230,7 +231,7 @@ class LogCleaner:
                 stats = None
             if stats is None and not self._stopping:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
+                    await within(self.config.backoff_ms / 1000, self._wake.wait())
                 self._wake.clear()
 
     # ---- one round ----------------------------------------------------------------------
