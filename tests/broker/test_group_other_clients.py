@@ -78,9 +78,15 @@ class KafkaPythonMember:
 
     def __init__(self, broker: BrokerProcess, group: str, topic: str) -> None:
         self.consumer = KafkaConsumer(
-            topic, bootstrap_servers=broker.bootstrap, group_id=group,
+            bootstrap_servers=broker.bootstrap, group_id=group,
             auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=3000,
             heartbeat_interval_ms=300)
+        # Subscribed, and the topic's metadata loaded, before the first poll joins. kafka-python
+        # joins without waiting for it; a leader that assigned nothing then rejoins when the
+        # metadata arrives, and (3.0.12) a poll that times out during that rejoin abandons it:
+        # the member's heartbeats stay off until the coordinator drops it.
+        self.consumer.subscribe([topic])
+        assert self.consumer.partitions_for_topic(topic) == set(range(PARTITIONS))
         self.values: list[str] = []
         self.partitions: set[int] = set()
         self._stop = threading.Event()
