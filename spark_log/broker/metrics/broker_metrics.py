@@ -13,7 +13,7 @@ that only that loop may touch.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -101,15 +101,17 @@ class BrokerMetrics:
     def record_failed_produce(self, topic: str) -> None:
         self.failed_produce.inc(topic)
 
-    def record_fetch(self, topic: str, partitions_records: Iterable[Sized]) -> None:
+    def record_fetch(self, topic: str, partitions_records: Sequence[Sized]) -> None:
         """What one fetch returns for `topic`: the records of each partition (bytes or a file
         slice of whole batches)."""
-        parts = [r for r in partitions_records if len(r)]
-        if not parts:
+        size = 0
+        for records in partitions_records:
+            size += len(records)
+        if not size:
             return
-        self.bytes_out.inc(topic, sum(len(r) for r in parts))
+        self.bytes_out.inc(topic, size)
         if self.count_records_out:
-            self.messages_out.inc(topic, sum(records_in(r) for r in parts))
+            self.messages_out.inc(topic, sum(records_in(r) for r in partitions_records if len(r)))
 
     def forget_topics(self, topics: Iterable[str]) -> None:
         """Drop the per-topic series of deleted topics."""

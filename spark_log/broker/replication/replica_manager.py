@@ -34,7 +34,7 @@ from spark_log.protocol import ErrorCode
 from spark_log.replication.leader_partition import IsrChange, LeaderPartition
 from spark_log.storage.append_info import AppendInfo, AppendOrigin
 from spark_log.storage.errors import OffsetOutOfRangeError
-from spark_log.storage.log.file_records import EMPTY_SLICE, FetchSlice, slice_next_offset
+from spark_log.storage.log.file_records import EMPTY_SLICE, FetchSlice
 from spark_log.storage.log.leader_epoch import EpochSyncs
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.partition_log import PartitionLog
@@ -201,9 +201,15 @@ class ReplicaManager:
         return self._led((topic, partition))[1]
 
     def log_at_epoch(self, topic: str, partition: int, epoch: int) -> PartitionLog:
-        """`check_leader_epoch`, then `log`: what a consumer's fetch asks of each partition."""
-        check_leader_epoch(epoch, self.state(topic, partition).leader_epoch)
-        return self._led((topic, partition))[1]
+        """`check_leader_epoch`, then `log`: what a consumer's fetch asks of each partition
+        (each map looked up once: this runs for every partition of every fetch)."""
+        state = self.state(topic, partition)
+        if epoch >= 0 and epoch != state.leader_epoch:
+            check_leader_epoch(epoch, state.leader_epoch)
+        found = self.logs.get(topic, partition)
+        if found is None or state.leader != self.node_id or (topic, partition) not in self._leaders:
+            return self._led((topic, partition))[1]  # raises what is wrong
+        return found
 
     def _led(self, key: TopicPartition) -> tuple[LeaderPartition, PartitionLog]:
         """The leader state and log of a partition this broker leads."""
@@ -316,18 +322,6 @@ class ReplicaManager:
     def last_stable_offset(self, target: PartitionLog) -> int:
         """The offset below which no transaction is open (at most the high watermark)."""
         return target.last_stable_offset
-
-    def aborted_transactions(self, target: PartitionLog, fetch_offset: int, records: FetchSlice
-                             ) -> list[dict[str, int]]:
-        """(producer id, first offset) of the aborted transactions overlapping the batches a
-        read_committed fetch returns, for the consumer to drop their records."""
-        if records.size == 0:
-            return []
-        end = slice_next_offset(records)
-        if end is None:  # unreadable slice: a looser bound lists more, never fewer
-            end = target.last_stable_offset
-        return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
-                for t in target.aborted_transactions(fetch_offset, end)]
 
     # ---- followers' fetches, at the leader ---------------------------------------------------
     def read_for_follower(self, topic: str, partition: int, replica_id: int, fetch_offset: int,

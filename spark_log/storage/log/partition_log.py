@@ -171,10 +171,15 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """read_committed consumers read below this: the first offset of the earliest open
         transaction, or the high watermark if that is lower or none is open."""
+        return self.fetch_offsets()[1]
+
+    def fetch_offsets(self) -> tuple[int, int, int]:
+        """(high watermark, last stable offset, log start offset): what a consumer's fetch
+        answers for each partition, in one call."""
         hw = self.high_watermark
         first = self.failure.run("loading the producer state of %s", self.name,
                                  self._producers.first_unstable_offset)
-        return first if first is not None and first < hw else hw
+        return hw, (first if first is not None and first < hw else hw), self._log_start_offset
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound)."""

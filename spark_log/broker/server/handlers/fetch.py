@@ -28,6 +28,8 @@ from spark_log.protocol import ErrorCode
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.fetch_request import FetchRequest
 from spark_log.protocol.fetch_response import encode_plain_fetch_response
+from spark_log.storage.log.file_records import FetchSlice, slice_next_offset
+from spark_log.storage.log.partition_log import PartitionLog
 
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -42,19 +44,23 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest
         return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found,
                 "session_id": 0, "responses": []}
     topics = [_resolve(services, t) for t in request.topics]
-    wanted = [(name, p.partition) for name, _, t in topics if name for p in t.partitions]
-    max_wait_ms = max(0, request.max_wait_ms)
-    deadline = time.monotonic() + max_wait_ms / 1000
+    deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     replica_id = request.replica_id  # -1: a consumer (v15+: from replica_state)
+    wanted = None
     while True:
         responses, size, errored, tagged = _read(services, request, topics, replica_id)
         remaining = deadline - time.monotonic()
-        if size >= request.min_bytes or errored or remaining <= 0 or not wanted:
+        if size >= request.min_bytes or errored or remaining <= 0:
+            break
+        if wanted is None:  # only a fetch that waits needs them
+            wanted = [(name, p.partition) for name, _, t in topics if name for p in t.partitions]
+        if not wanted:
             break
         await services.replicas.wait_for_append(wanted, remaining)
-    for t in responses:
-        if t["topic"] and replica_id < 0:
-            services.metrics.record_fetch(t["topic"], [p["records"] for p in t["partitions"]])
+    if replica_id < 0 and size:
+        for t in responses:
+            if t["topic"]:
+                services.metrics.record_fetch(t["topic"], [p["records"] for p in t["partitions"]])
     if not tagged:  # the usual answer: written straight from these values
         return encode_plain_fetch_response(ctx.header.correlation_id, ctx.version,
                                            ErrorCode.none, 0, responses)
@@ -105,8 +111,8 @@ def _read(services: Services, request: Any, topics: list[tuple[str | None, uuid.
             else:
                 entry = _read_partition(services, request, name, p, budget - total,
                                         first=total == 0)
-            size = _size(entry["records"])
-            total += size
+            records = entry["records"]
+            total += len(records) if type(records) is bytes else records.size
             if entry["error_code"] != ErrorCode.none or "diverging_epoch" in entry:
                 errored = True
                 tagged |= "current_leader" in entry or "diverging_epoch" in entry
@@ -121,20 +127,29 @@ def _read_partition(services: Services, request: Any, name: str | None, p: Any, 
     offset (read_committed)."""
     def read(entry: dict[str, Any], name: str) -> None:
         log = services.replicas.log_at_epoch(name, p.partition, p.current_leader_epoch)
-        hw = log.high_watermark
-        lso = log.last_stable_offset
+        hw, lso, entry["log_start_offset"] = log.fetch_offsets()
+        entry["high_watermark"], entry["last_stable_offset"] = hw, lso
         committed = request.isolation_level == READ_COMMITTED
-        entry.update(high_watermark=hw, last_stable_offset=lso,
-                     log_start_offset=log.log_start_offset)
         limit = max(0, min(p.partition_max_bytes, budget))
         records = log.read(p.fetch_offset, limit, max_offset=lso if committed else hw,
                            min_one_batch=first)
         entry["records"] = records
         if committed:
-            entry["aborted_transactions"] = services.replicas.aborted_transactions(
-                log, p.fetch_offset, records)
+            entry["aborted_transactions"] = _aborted(log, p.fetch_offset, records)
 
     return _answer(services, name, p, read)
+
+
+def _aborted(log: PartitionLog, fetch_offset: int, records: FetchSlice) -> list[dict[str, int]]:
+    """(producer id, first offset) of the aborted transactions overlapping the batches a
+    read_committed fetch returns, for the consumer to drop their records."""
+    if records.size == 0:
+        return []
+    end = slice_next_offset(records)
+    if end is None:  # unreadable slice: a looser bound lists more, never fewer
+        end = log.last_stable_offset
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in log.aborted_transactions(fetch_offset, end)]
 
 
 def _read_for_follower(services: Services, replica_id: int, name: str | None, p: Any,
@@ -177,7 +192,3 @@ def _answer(services: Services, name: str | None, p: Any,
     except Exception as exc:
         entry["error_code"] = error_code_for(exc)
     return entry
-
-
-def _size(records: Any) -> int:
-    return len(records) if isinstance(records, bytes) else records.size
