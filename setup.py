@@ -2,8 +2,8 @@
 
 `spark_log.records._native_scan` speeds up the log cleaner's walks over batches and records and
 the check of a produce request's batch; `spark_log.protocol._native_wire` reads request headers,
-Produce and Fetch request bodies and writes the usual Fetch response. Both are optional: if one does not compile, the install goes
-on and the pure-Python twins are used.
+Produce and Fetch request bodies and writes the usual Fetch response. Both are optional: if one
+does not compile, the install goes on and the pure-Python twins are used.
 """
 
 from setuptools import Extension, setup
