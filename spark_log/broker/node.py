@@ -281,4 +281,3 @@ async def _report_slow_shutdown(every_s: float) -> None:
             if task is not asyncio.current_task():
                 task.print_stack(file=stacks)
         log.warning("The shutdown still runs; its tasks are waiting here:\n%s", stacks.getvalue())
-

@@ -204,8 +204,7 @@ class ReplicaManager:
         """`check_leader_epoch`, then `log`: what a consumer's fetch asks of each partition
         (each map looked up once: this runs for every partition of every fetch)."""
         state = self.state(topic, partition)
-        if epoch >= 0 and epoch != state.leader_epoch:
-            check_leader_epoch(epoch, state.leader_epoch)
+        check_leader_epoch(epoch, state.leader_epoch)
         found = self.logs.get(topic, partition)
         if found is None or state.leader != self.node_id or (topic, partition) not in self._leaders:
             return self._led((topic, partition))[1]  # raises what is wrong
