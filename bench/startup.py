@@ -7,6 +7,7 @@ partition, is SIGKILLed and restarted (every partition recovers its unflushed ta
 is timed from the process launch until broker.json is written (listening) and until a Metadata
 request for one topic is answered with all its leaders. Baselines in the same run: the same
 for an empty broker, and a plain walk of the data directory that opens and stats every file.
+Each clean shutdown is timed too, and each round of records.
 
 Memory: the broker's VmRSS (from /proc) as the partitions are created (0, 1,000, 5,000,
 10,000 by default) and, on another empty broker, with 0 to 10,000 idle connections open to it
@@ -131,6 +132,13 @@ def walk_and_open(data_dir: Path) -> tuple[float, int]:
     return time.perf_counter() - started, files
 
 
+def timed_stop(broker: BrokerProcess) -> float:
+    """Seconds a clean shutdown (SIGTERM until the process exits) takes."""
+    started = time.perf_counter()
+    broker.stop(STOP_TIMEOUT_S)
+    return time.perf_counter() - started
+
+
 def fmt(seconds: float, base: float) -> str:
     return f"{seconds:7.3f} s  (x{seconds / base:6.1f})"
 
@@ -163,18 +171,18 @@ def bench_startup(args: argparse.Namespace, work: Path) -> None:
     took = produce_everywhere(broker, topics, args.per_topic, args.records)
     print(f"produced {args.records} records to each partition in {took:.1f} s; "
           f"RSS {rss_kib(broker.proc.pid) / 1024:.1f} MiB")
-    broker.stop(STOP_TIMEOUT_S)
+    print(f"clean shutdown: {timed_stop(broker):.1f} s")
 
     walk, files = min(walk_and_open(work / "full") for _ in range(3))
     print(f"baseline walk + open + fstat of {files} files: {walk:.3f} s")
     clean = []
     for _ in range(args.repeat):
-        clean.append(timed_start(broker, topics[-1], args.per_topic))
-        broker.stop(STOP_TIMEOUT_S)
+        clean.append((*timed_start(broker, topics[-1], args.per_topic), timed_stop(broker)))
     print(f"after a clean shutdown ({args.repeat} starts):")
-    for listening, ready in clean:
+    for listening, ready, stopped in clean:
         print(f"  listening {fmt(listening, empty_listen)}   Metadata answered "
-              f"{fmt(ready, empty_ready)}   x{ready / walk:.1f} of the walk")
+              f"{fmt(ready, empty_ready)}   x{ready / walk:.1f} of the walk   "
+              f"then a clean shutdown {stopped:.1f} s")
     broker.start()
     assert broker.proc is not None
     print(f"RSS after the restart, idle: {settled_rss(broker.proc.pid) / 1024:.1f} MiB")
@@ -182,12 +190,13 @@ def bench_startup(args: argparse.Namespace, work: Path) -> None:
     print(f"after SIGKILL ({args.repeat} starts, {args.records} more records per partition "
           "before each kill):")
     for _ in range(args.repeat):
-        produce_everywhere(broker, topics, args.per_topic, args.records)
+        took = produce_everywhere(broker, topics, args.per_topic, args.records)
         broker.kill()
         listening, ready = timed_start(broker, topics[-1], args.per_topic)
         print(f"  listening {fmt(listening, empty_listen)}   Metadata answered "
-              f"{fmt(ready, empty_ready)}   x{ready / walk:.1f} of the walk")
-    broker.stop(STOP_TIMEOUT_S)
+              f"{fmt(ready, empty_ready)}   x{ready / walk:.1f} of the walk   "
+              f"(the records before the kill: {took:.1f} s)")
+    print(f"clean shutdown: {timed_stop(broker):.1f} s")
 
 
 def api_versions_frame(correlation: int) -> bytes:

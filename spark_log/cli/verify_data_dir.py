@@ -109,11 +109,16 @@ def verify_data_dir(data_dir: Path) -> Report:
     partitions = _partition_dirs(data_dir, names, report)
     _other_files(data_dir, entries, report)
     starts = checkpoints[LOG_START_OFFSET_CHECKPOINT]
+    # Unless the broker stopped cleanly, its next start recovers each log from its recovery
+    # point, and leader epochs first seen after it need not be in the checkpoint yet.
+    recovered = running is not None or CLEAN_SHUTDOWN_FILE not in names
+    recovery_points = checkpoints[RECOVERY_POINT_CHECKPOINT]
     facts: dict[TopicPartition, PartitionFacts] = {}
     with progress(f"verifying {data_dir}", len(partitions)) as bar:
         for tp, path in sorted(partitions.items()):
             report.partitions += 1
-            found = verify_partition(path, starts.get(tp, 0), report)
+            found = verify_partition(path, starts.get(tp, 0), report,
+                                     recovery_points.get(tp, 0) if recovered else None)
             if found is not None:
                 facts[tp] = found
             bar.advance()

@@ -87,8 +87,10 @@ class _Walk:
     open_txns: set[int] = field(default_factory=set)  # producers with data since their marker
 
 
-def verify_partition(directory: Path, log_start: int, report: Report) -> PartitionFacts | None:
-    """Check every file of a partition directory; None if it cannot be listed."""
+def verify_partition(directory: Path, log_start: int, report: Report,
+                     recovers_from: int | None = None) -> PartitionFacts | None:
+    """Check every file of a partition directory; None if it cannot be listed.
+    `recovers_from`: the recovery point, if the next start recovers the log from there."""
     try:
         names = list_files(directory)
     except OSError as exc:
@@ -123,7 +125,7 @@ def verify_partition(directory: Path, log_start: int, report: Report) -> Partiti
     for offset in snapshots:
         _verify_snapshot(directory / f"{offset:020d}.snapshot", offset, facts, report)
     if (LEADER_EPOCH_CHECKPOINT, False) not in names:
-        _verify_epochs(directory / LEADER_EPOCH_CHECKPOINT, walk, end, report)
+        _verify_epochs(directory / LEADER_EPOCH_CHECKPOINT, walk, end, report, recovers_from)
     return facts
 
 
@@ -399,13 +401,16 @@ def _verify_snapshot(path: Path, offset: int, facts: PartitionFacts, report: Rep
         facts.max_producer_id = max(facts.max_producer_id, producer.producer_id)
 
 
-def _verify_epochs(path: Path, walk: _Walk, log_end: int, report: Report) -> None:
+def _verify_epochs(path: Path, walk: _Walk, log_end: int, report: Report,
+                   recovers_from: int | None) -> None:
     """The leader-epoch-checkpoint as storage reads it, its entries inside the log, and the
-    epoch it gives the first batch of each leader epoch in the log."""
+    epoch it gives the first batch of each leader epoch in the log. The broker writes an epoch
+    before its recovery point passes the epoch's first batch; recovery finds the later ones."""
+    firsts = {epoch: offset for epoch, offset in walk.first_of_epoch.items()
+              if recovers_from is None or offset < recovers_from}
     if not path.exists():
-        if walk.first_of_epoch:
-            report.problem(path, f"missing, but batches carry leader epochs "
-                                 f"{sorted(walk.first_of_epoch)}")
+        if firsts:
+            report.problem(path, f"missing, but batches carry leader epochs {sorted(firsts)}")
         return
     try:
         cache = LeaderEpochCache(str(path), DEFAULT_FS)
@@ -419,7 +424,7 @@ def _verify_epochs(path: Path, walk: _Walk, log_end: int, report: Report) -> Non
         if entry.start_offset > log_end:
             report.problem(path, f"epoch {entry.epoch} starts at offset {entry.start_offset}, "
                                  f"past the log end offset {log_end}")
-    for epoch, offset in sorted(walk.first_of_epoch.items()):
+    for epoch, offset in sorted(firsts.items()):
         found = cache.epoch_for_offset(offset)
         if found != epoch:
             given = "no epoch" if found is None else f"epoch {found}"

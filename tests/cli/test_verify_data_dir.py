@@ -2,9 +2,10 @@
 (plain, compacted and transactional topics, a consumer group's commits) and stopped cleanly: no
 problem. Each kind of damage, done by hand to a copy, is reported on a line naming its file
 (and the byte and offsets for a segment) with exit code 1; leftovers of interrupted operations
-are notes (exit code 0); a running broker is named and keeps working; an empty or missing
-directory, zero-length files, a directory or FIFO where a file should be and a broker.json that
-is not one are reported without a traceback; and verifying changes no file."""
+are notes (exit code 0); a running broker is named and keeps working; a killed broker's
+leader epochs past its recovery points (its next start recovers them) are no problem; an empty
+or missing directory, zero-length files, a directory or FIFO where a file should be and a
+broker.json that is not one are reported without a traceback; and verifying changes no file."""
 
 from __future__ import annotations
 
@@ -393,6 +394,25 @@ def test_a_running_broker_is_named_and_keeps_working(data: Path, tmp_path: Path)
         assert producer.flush(30) == 0
     finally:
         assert broker.stop() == 0, broker.log()
+
+
+def test_epochs_the_next_start_recovers_are_no_problem(data: Path, tmp_path: Path) -> None:
+    # The restarted broker leads at a new epoch; its batch is not flushed when it is killed, so
+    # the checkpoint need not name that epoch yet: the next start recovers it from the batch.
+    broker = BrokerProcess(data, tmp_path / "broker.log").start()
+    try:
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce("many", b"at the new epoch")
+        assert producer.flush(30) == 0
+    finally:
+        broker.kill()
+    [(_, last)] = batches(segments(data / "many-0")[-1])[-1:]
+    checkpoint = (data / "many-0" / "leader-epoch-checkpoint").read_text().split("\n")[2:]
+    assert last.base_offset == MANY and f"{last.partition_leader_epoch} {MANY}" not in checkpoint
+    done = verify(data)
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.splitlines()[-1].endswith("no problems, 1 note(s)."), done.stdout
+    assert "no clean-shutdown marker" in done.stdout
 
 
 def test_empty_missing_zero_filled_and_odd_files(data: Path, tmp_path: Path) -> None:

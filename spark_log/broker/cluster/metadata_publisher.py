@@ -23,7 +23,6 @@ from spark_log.metadata import (
     MetadataImage,
     PartitionRegistration,
 )
-from spark_log.storage.log.leader_epoch import EpochSyncs
 from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.partition_log import PartitionLog
 
@@ -49,8 +48,6 @@ class Logs(Protocol):
 
 class Leadership(Protocol):
     """The replica manager, as far as the publisher uses it."""
-
-    epoch_syncs: EpochSyncs | None
 
     def update_partition(self, topic: str, partition: int,
                          state: PartitionRegistration) -> None: ...
@@ -88,19 +85,12 @@ class MetadataPublisher:
                 self.logs.update_config(topic, self.config_for(image, topic))
         hosted = {**changes.followers, **changes.leaders}
         configs: dict[str, LogConfig] = {}  # built once per topic, and only for new logs
-        # New leader epochs are written first and made durable together, before anything
-        # else sees them (one fsync at a time held a 10,000-partition start for seconds).
-        syncs = self.leadership.epoch_syncs = EpochSyncs()
-        try:
-            for (topic, partition), info in sorted(hosted.items()):
-                if self.logs.get(topic, partition) is None:
-                    if topic not in configs:
-                        configs[topic] = self.config_for(image, topic)
-                    self.logs.get_or_create(topic, partition, configs[topic])
-                self.leadership.update_partition(topic, partition, info.partition)
-        finally:
-            self.leadership.epoch_syncs = None
-            syncs.run()
+        for (topic, partition), info in sorted(hosted.items()):
+            if self.logs.get(topic, partition) is None:
+                if topic not in configs:
+                    configs[topic] = self.config_for(image, topic)
+                self.logs.get_or_create(topic, partition, configs[topic])
+            self.leadership.update_partition(topic, partition, info.partition)
         for (topic, partition) in sorted({*changes.followers, *changes.deletes}):
             for resigned in self.on_resigned:
                 resigned(topic, partition)

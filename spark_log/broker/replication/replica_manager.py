@@ -35,7 +35,6 @@ from spark_log.replication.leader_partition import IsrChange, LeaderPartition
 from spark_log.storage.append_info import AppendInfo, AppendOrigin
 from spark_log.storage.errors import OffsetOutOfRangeError
 from spark_log.storage.log.file_records import EMPTY_SLICE, FetchSlice
-from spark_log.storage.log.leader_epoch import EpochSyncs
 from spark_log.storage.log.log_manager import LogManager
 from spark_log.storage.log.partition_log import PartitionLog
 
@@ -122,7 +121,6 @@ class ReplicaManager:
         self.waiters = PartitionWaiters()
         # Where the latest coordinator write to each partition ends, until it is replicated.
         self._coordinator_writes: dict[TopicPartition, int] = {}
-        self.epoch_syncs: EpochSyncs | None = None  # set while the publisher batches fsyncs
 
     # ---- leadership, from the metadata -----------------------------------------------------
     def update_partition(self, topic: str, partition: int, state: PartitionRegistration) -> None:
@@ -161,8 +159,9 @@ class ReplicaManager:
         latest = target.leader_epoch_cache.latest_epoch()
         if latest is None or state.leader_epoch > latest:
             # The epoch starts here even before its first append: a follower asking where an
-            # older epoch ends is told this offset (KIP-101).
-            target.leader_epoch_cache.assign(state.leader_epoch, end, self.epoch_syncs)
+            # older epoch ends is told this offset (KIP-101). It reaches the file when the log
+            # flushes past it (see leader_epoch.py).
+            target.leader_epoch_cache.assign(state.leader_epoch, end)
         isr = state.isr if self.node_id in state.isr else (*state.isr, self.node_id)
         leader = LeaderPartition(
             node_id=self.node_id, leader_epoch=state.leader_epoch,

@@ -3,19 +3,25 @@
 Kafka's LeaderEpochFileCache, persisted in the partition's `leader-epoch-checkpoint`
 (`epoch start_offset` lines). Appends stamped with a new epoch add an entry; truncation and log
 start offset moves trim it. Replication (OffsetForLeaderEpoch) uses `end_offset_for`; ListOffsets
-uses `epoch_for_offset` and `latest_epoch`. `EpochSyncs` makes the files of many partitions
-durable together, their fsyncs issued in parallel (a broker taking the leadership of thousands
-of partitions at once).
+uses `epoch_for_offset` and `latest_epoch`.
+
+A new entry is written when the log flushes past its start offset, not when it is assigned.
+Kafka fsyncs the file on every assignment so that it never misses an entry of a batch below the
+recovery point: recovery re-reads only the batches above it, and rebuilds their entries. Syncing
+before the recovery point moves keeps that guarantee, and takes the file writes off both
+the append path and a leadership change. A broker taking the leadership of 10,000 partitions at
+a new epoch (every single-node restart does) wrote and fsynced 10,000 files before serving.
+An entry that starts at the log end (a leadership, before its first append) needs no disk until
+then: after a crash the next leadership assigns its own epoch at the same offset, which replaces
+it, as Kafka's assign does.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from spark_log.records.batch_header import BatchHeader
 from spark_log.records.errors import CorruptRecordError
@@ -23,7 +29,6 @@ from spark_log.storage.checkpoint import CheckpointFile, CorruptCheckpointError
 from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -37,8 +42,9 @@ class EpochEntry(NamedTuple):
 class LeaderEpochCache:
     """Entries ordered by epoch, with strictly increasing epochs and start offsets (invariant).
 
-    Assignments are written to disk before `assign` returns (like Kafka's synchronous flush);
-    trims are written at once too, since they are rare. Not thread-safe: owned by one log.
+    Every entry starting below the offset last given to `sync_below` is durably in the file
+    (invariant; the log calls it before its recovery point moves). Assignments wait for that;
+    trims are written at once, since they are rare. Not thread-safe: owned by one log.
     """
 
     def __init__(self, path: str, fs: FileSystem = DEFAULT_FS) -> None:
@@ -52,6 +58,8 @@ class LeaderEpochCache:
             entries = []
             self.problem = str(e)
         self._entries: list[EpochEntry] = entries
+        # The lowest start offset of an entry not yet durably in the file (None: all are).
+        self._unsynced_from: int | None = None
 
     @property
     def damaged(self) -> bool:
@@ -67,9 +75,9 @@ class LeaderEpochCache:
     def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int, syncs: EpochSyncs | None = None) -> bool:
+    def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset` if that is news; True if it changed.
-        With `syncs`, the file is durable only once `syncs.run()` has returned.
+        The file gets it from `sync_below` (or any write that comes first).
 
         A new entry removes any entries that conflict with it (epoch or start offset not below
         it), as Kafka does when a new leader's epoch supersedes divergent history.
@@ -85,11 +93,16 @@ class LeaderEpochCache:
             log.warning("New epoch entry %s caused truncation of conflicting entries %s",
                         (epoch, start_offset), removed)
         self._entries = [*kept, EpochEntry(epoch, start_offset)]
-        if syncs is None:
-            self._write()
-        else:
-            syncs.owed[self._file.path] = (self._file, self._lines())
+        owed = self._unsynced_from
+        self._unsynced_from = start_offset if owed is None else min(owed, start_offset)
         return True
+
+    def sync_below(self, offset: int) -> None:
+        """Make the file durable if an entry starting below `offset` is not yet: the log's
+        batches below `offset` are about to be fsynced, and recovery will not read them again."""
+        owed = self._unsynced_from
+        if owed is not None and owed < offset:
+            self._write()
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch whose range holds `offset` (None before the first entry)."""
@@ -179,51 +192,8 @@ class LeaderEpochCache:
 
     def _write(self, *, sync: bool = True) -> None:
         self._file.write_lines(self._lines(), sync=sync)
-
-
-class EpochSyncs:
-    """Checkpoint files whose replacement is owed. Invariant: after `run()` each has replaced
-    its file durably, as if each write had synced itself: every staged file is written and
-    fsynced, then all are renamed, then their directories fsynced. The file work runs on
-    worker threads, one task per share of the files: creating thousands of files one after
-    another, and a thread-pool future per file, held a 10,000-partition start for seconds."""
-
-    WORKERS = 16  # concurrent fsyncs share the file system's journal commits
-
-    def __init__(self, fs: FileSystem = DEFAULT_FS) -> None:
-        self.fs = fs
-        # By path: the last assignment wins.
-        self.owed: dict[str, tuple[CheckpointFile, list[str]]] = {}
-
-    def run(self) -> None:
-        owed, self.owed = list(self.owed.values()), {}
-        if not owed:
-            return
-        dirs = sorted({os.path.dirname(f.path) or "." for f, _ in owed})
-        workers = min(self.WORKERS, len(owed))
-        with ThreadPoolExecutor(workers) as pool:
-            # Each phase ends before the next starts; the first failure raises here.
-            list(pool.map(_stage_synced, _shares(owed, workers)))
-            list(pool.map(_publish, _shares([f for f, _ in owed], workers)))
-            list(pool.map(self._sync_dirs, _shares(dirs, workers)))
-
-    def _sync_dirs(self, dirs: list[str]) -> None:
-        for path in dirs:
-            self.fs.fsync_dir(path)
-
-
-def _shares(items: list[T], count: int) -> list[list[T]]:
-    return [items[i::count] for i in range(count)]
-
-
-def _stage_synced(files: list[tuple[CheckpointFile, list[str]]]) -> None:
-    for file, lines in files:
-        file.stage(lines, sync=True)
-
-
-def _publish(files: list[CheckpointFile]) -> None:
-    for file in files:
-        file.publish_staged()
+        if sync:
+            self._unsynced_from = None
 
 
 def _check_increasing(path: str, entries: list[EpochEntry]) -> None:

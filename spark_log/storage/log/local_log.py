@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from spark_log.clock import Clock
 from spark_log.storage.filesystem import FileSystem
@@ -41,7 +42,8 @@ class LocalLog:
 
     def __init__(self, directory: str, name: str, config: LogConfig, segments: list[Segment], *,
                  next_offset: int | None, recovery_point: int, clock: Clock,
-                 fs: FileSystem) -> None:
+                 fs: FileSystem, before_flush: Callable[[int], None] = lambda offset: None
+                 ) -> None:
         self.dir, self.name, self.config = directory, name, config
         self.clock, self.fs = clock, fs
         self.segments = LogSegments(segments)
@@ -49,6 +51,9 @@ class LocalLog:
         self.recovery_point = recovery_point if next_offset is None else \
             min(recovery_point, next_offset)
         self.deleter = SegmentDeleter(directory, fs, clock)
+        # Called with the offset the recovery point is about to reach (the leader epoch
+        # checkpoint must hold the epochs of the batches below it first).
+        self.before_flush = before_flush
         self._roll_flush_pending = False
         self._last_flush_ms = clock.monotonic_ms()
 
@@ -129,6 +134,7 @@ class LocalLog:
             return
         offset = self._leo if offset is None else min(offset, self._leo)
         if offset > self.recovery_point:
+            self.before_flush(offset)
             for segment in self.segments.overlapping(self.recovery_point, offset):
                 segment.flush()
             self.recovery_point = offset
@@ -192,6 +198,8 @@ class LocalLog:
         unflushed = {s.base_offset for s in self.segments.overlapping(self.recovery_point, end)
                      } if self._leo is not None else set()
         self.deleter.delete_due(LONG_MAX)
+        if end > self.recovery_point:
+            self.before_flush(end)
         for segment in self.segments:
             segment.close(sync=segment.base_offset in unflushed)
         self.recovery_point = end  # no directory fsync: trimming creates or renames nothing

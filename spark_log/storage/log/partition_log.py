@@ -84,7 +84,8 @@ class PartitionLog:
                 on_batch=self.leader_epoch_cache.recover_batch)
             self._local = LocalLog(self.dir, self.name, config, loaded.segments,
                                    next_offset=loaded.next_offset,
-                                   recovery_point=recovery_point, clock=clock, fs=fs)
+                                   recovery_point=recovery_point, clock=clock, fs=fs,
+                                   before_flush=self.leader_epoch_cache.sync_below)
             self._log_start_offset = max(log_start_offset, loaded.segments[0].base_offset)
             self._hw = max(high_watermark, self._log_start_offset)
             self.offsets = OffsetLookup(self, record_search)

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from spark_log.storage.filesystem import FileSystem
-from spark_log.storage.log.leader_epoch import EpochEntry, EpochSyncs, LeaderEpochCache
+from spark_log.storage.log.leader_epoch import EpochEntry, LeaderEpochCache
 
 
 @pytest.fixture
@@ -19,6 +19,7 @@ def test_assign_records_new_epochs_only(cache: LeaderEpochCache, tmp_path) -> No
     assert not cache.assign(0, 5)  # same epoch, later offset: nothing new
     assert cache.assign(2, 10)
     assert cache.entries == [EpochEntry(0, 0), EpochEntry(2, 10)]
+    cache.sync_below(11)
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n2 10\n"
     assert LeaderEpochCache(str(tmp_path / "leader-epoch-checkpoint")).entries == cache.entries
 
@@ -103,52 +104,91 @@ def test_a_partition_rebuilds_a_damaged_checkpoint_from_its_batches(tmp_path, ca
     assert "rebuilding it from the log" in caplog.text
 
 
+class SyncCounting(FileSystem):
+    def __init__(self) -> None:
+        self.synced: list[str] = []
+
+    def fsync(self, fd: int) -> None:  # files and directories alike
+        self.synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        super().fsync(fd)
+
+
 def test_truncation_by_recovery_is_written_without_fsync(tmp_path) -> None:  # type: ignore
     # Each start after a crash truncates again, so it need not wait for the disk (Kafka's
-    # truncateFromEndAsyncFlush); assignments still do.
-    class SyncCounting(FileSystem):
-        syncs = 0
-
-        def fsync(self, fd: int) -> None:
-            self.syncs += 1
-            super().fsync(fd)
-
-        def fsync_dir(self, path: str) -> None:
-            self.syncs += 1
-            super().fsync_dir(path)
-
+    # truncateFromEndAsyncFlush); assignments still do, once the log flushes past them.
     fs = SyncCounting()
     path = str(tmp_path / "leader-epoch-checkpoint")
     cache = LeaderEpochCache(path, fs)
     cache.assign(3, 0)
     cache.assign(4, 20)
-    synced = fs.syncs
+    cache.sync_below(21)
+    synced = len(fs.synced)
     assert synced > 0
     cache.truncate_from_end(20, sync=False)
-    assert fs.syncs == synced and LeaderEpochCache(path).entries == [EpochEntry(3, 0)]
+    assert len(fs.synced) == synced and LeaderEpochCache(path).entries == [EpochEntry(3, 0)]
 
 
-def test_assignments_made_durable_together(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    class Recording(FileSystem):
-        def __init__(self) -> None:
-            self.synced: list[str] = []
+def test_an_entry_is_made_durable_once_the_log_flushes_past_its_start(tmp_path) -> None:  # type: ignore
+    fs = SyncCounting()
+    path = str(tmp_path / "leader-epoch-checkpoint")
+    cache = LeaderEpochCache(path, fs)
+    cache.assign(0, 0)
+    cache.sync_below(5)
+    assert LeaderEpochCache(path).entries == [EpochEntry(0, 0)]
+    assert sorted(fs.synced) == sorted([path + ".tmp", str(tmp_path)])
+    assert cache.assign(5, 10)  # a leadership at the log end: nothing below it to flush
+    cache.sync_below(10)
+    assert LeaderEpochCache(path).entries == [EpochEntry(0, 0)] and len(fs.synced) == 2
+    cache.sync_below(11)  # its first batch is about to be fsynced
+    assert LeaderEpochCache(path).entries == [EpochEntry(0, 0), EpochEntry(5, 10)]
+    assert len(fs.synced) == 4
+    cache.sync_below(1000)  # nothing owed any more
+    assert len(fs.synced) == 4
 
-        def fsync(self, fd: int) -> None:  # files and directories alike
-            self.synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-            super().fsync(fd)
 
-    fs = Recording()
-    syncs = EpochSyncs(fs)
-    paths = []
-    for p in range(3):
-        (tmp_path / f"t-{p}").mkdir()
-        paths.append(str(tmp_path / f"t-{p}" / "leader-epoch-checkpoint"))
-        assert LeaderEpochCache(paths[-1], fs).assign(5, 10, syncs)
-    assert fs.synced == []  # staged, not yet durable
-    assert [LeaderEpochCache(p).entries for p in paths] == [[]] * 3  # nor renamed
-    syncs.run()
-    assert sorted(fs.synced) == sorted([*(p + ".tmp" for p in paths),
-                                        *(os.path.dirname(p) for p in paths)])
-    assert [LeaderEpochCache(p).entries for p in paths] == [[EpochEntry(5, 10)]] * 3
-    syncs.run()  # nothing owed any more
-    assert len(fs.synced) == 6
+def test_a_partition_writes_its_epochs_before_its_recovery_point_passes_them(tmp_path) -> None:  # type: ignore
+    from spark_log.clock import ManualClock
+
+    from ..batches import make_batch
+    from ..conftest import open_log, small_config
+
+    clock = ManualClock(1_700_000_000_000)
+    log = open_log(tmp_path, small_config(), clock)
+    checkpoint = str(tmp_path / "t-0" / "leader-epoch-checkpoint")
+    for epoch in (3, 3, 5):
+        log.append(make_batch(2), leader_epoch=epoch)
+    assert LeaderEpochCache(checkpoint).entries == []  # only the unflushed batches have them
+    log.flush()
+    assert log.recovery_point == 6
+    assert LeaderEpochCache(checkpoint).entries == [(3, 0), (5, 4)]
+    log.leader_epoch_cache.assign(7, 6)  # a leadership taken at the log end
+    log.flush()
+    assert LeaderEpochCache(checkpoint).entries == [(3, 0), (5, 4)]  # nothing at 6 to flush
+    log.append(make_batch(1), leader_epoch=7)
+    log.close()
+    assert LeaderEpochCache(checkpoint).entries == [(3, 0), (5, 4), (7, 6)]
+    reopened = open_log(tmp_path, small_config(), clock, had_clean_shutdown=True,
+                        recovery_point=7)
+    assert reopened.leader_epoch_cache.entries == [(3, 0), (5, 4), (7, 6)]
+
+
+def test_the_epochs_of_unflushed_batches_are_rebuilt_after_a_crash(tmp_path) -> None:  # type: ignore
+    from spark_log.clock import ManualClock
+
+    from ..batches import make_batch
+    from ..conftest import open_log, small_config
+
+    clock = ManualClock(1_700_000_000_000)
+    log = open_log(tmp_path, small_config(), clock)
+    for epoch in (3, 3, 5, 8):
+        log.append(make_batch(2), leader_epoch=epoch)
+    log.flush(4)  # the recovery point passes epoch 3's batches only
+    checkpoint = str(tmp_path / "t-0" / "leader-epoch-checkpoint")
+    assert LeaderEpochCache(checkpoint).entries == [(3, 0), (5, 4), (8, 6)]
+    log.leader_epoch_cache.assign(9, 8)
+    log.append(make_batch(2), leader_epoch=9)
+    # A crash: nothing closed or flushed; a new process opens the files from the recovery point.
+    crashed = open_log(tmp_path, small_config(), clock, recovery_point=log.recovery_point)
+    assert crashed.leader_epoch_cache.entries == [(3, 0), (5, 4), (8, 6), (9, 8)]
+    assert crashed.log_end_offset == 10
+    log.release()
