@@ -1,6 +1,7 @@
 """Crash safety: a child appends with flush.messages=1 and is killed with SIGKILL at random
 moments; after every kill the log must reopen with every offset reported durable present,
-contiguous offsets, valid CRCs, and reads that return only valid batches."""
+contiguous offsets, valid CRCs, reads that return only valid batches, and a leader epoch entry
+at the first batch of each epoch (each child appends at an epoch of its own)."""
 
 from __future__ import annotations
 
@@ -49,10 +50,12 @@ def run_child_until_killed(data_dir: str, seed: int, wait_for: int) -> list[int]
 
 
 def check_log(log: PartitionLog, durable: int, rng: random.Random) -> None:
-    """Every offset < `durable` present; offsets contiguous; every batch valid."""
+    """Every offset < `durable` present; offsets contiguous; every batch valid; the leader
+    epoch cache starts each epoch of the batches at its first batch."""
     end = log.log_end_offset
     assert end >= durable, f"lost durable offsets: end {end} < {durable}"
     offset = expected = log.log_start_offset
+    first_of_epoch: dict[int, int] = {}
     while offset < end:
         data = log.read(offset, 1 << 20).read_bytes()
         assert data, f"empty read at {offset} below the end {end}"
@@ -60,9 +63,13 @@ def check_log(log: PartitionLog, durable: int, rng: random.Random) -> None:
             verify_crc(data, pos, header)
             assert header.base_offset == expected, "offsets are not contiguous"
             assert header.records_count == header.last_offset_delta + 1
+            first_of_epoch.setdefault(header.partition_leader_epoch, header.base_offset)
             expected = header.next_offset
         offset = expected
     assert expected == end
+    entries = log.leader_epoch_cache.entries
+    assert [e for e in entries if e.epoch in first_of_epoch] == sorted(first_of_epoch.items())
+    assert all(e.start_offset <= end for e in entries)
     for target in rng.sample(range(log.log_start_offset, end), min(20, end)):
         first = next(iter_headers(log.read(target, 1).read_bytes()))[1]
         assert first.base_offset <= target <= first.last_offset
