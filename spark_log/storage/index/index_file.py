@@ -241,7 +241,19 @@ class IndexFile:
 
     def check_size(self) -> str | None:
         """The cheap check possible without opening: size a whole number of entries."""
-        size = self.file_size
+        return self._size_problem(self.file_size)
+
+    def check_file(self) -> str | None:
+        """`check_size`, and "missing" if the file does not exist: one stat, without
+        opening."""
+        if self._loaded:
+            return self._size_problem(self._length)
+        try:
+            return self._size_problem(os.stat(self.path).st_size)
+        except FileNotFoundError:
+            return "missing"
+
+    def _size_problem(self, size: int) -> str | None:
         if size % self.ENTRY.size:
             return f"size {size} is not a multiple of the entry size {self.ENTRY.size}"
         return None

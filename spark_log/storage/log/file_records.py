@@ -125,15 +125,11 @@ class FileRecords:
     def __init__(self, path: str, *, fs: FileSystem = DEFAULT_FS, init_file_size: int = 0) -> None:
         self.path = path
         self.fs = fs
-        existed = os.path.exists(path)
         fd = fs.open(path, os.O_RDWR | os.O_CREAT)
         self._handle: FileHandle | None = FileHandle(fd)
-        if existed:
-            self.size = os.fstat(fd).st_size
-        else:
-            self.size = 0
-            if init_file_size:
-                os.posix_fallocate(fd, 0, init_file_size)
+        self.size = os.fstat(fd).st_size
+        if not self.size and init_file_size:  # new (or empty): preallocate
+            os.posix_fallocate(fd, 0, init_file_size)
 
     @property
     def fd(self) -> int:

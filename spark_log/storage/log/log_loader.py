@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from spark_log.clock import Clock
 from spark_log.records.batch_header import BatchHeader
 from spark_log.storage.filesystem import FileSystem
+from spark_log.storage.index.transaction_index import TXN_INDEX_SUFFIX
 from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.segment import Segment
 from spark_log.storage.log.segment_files import (
@@ -68,12 +69,15 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
     removed = _remove_leftovers(directory, names, fs)
     bases: set[int] = set()
     index_files: list[tuple[int, str]] = []
+    txn_indexed: set[int] = set()  # bases with a transaction index file (most have none)
     for name in names:
         m = SEGMENT_FILE.fullmatch(name)
         if m and m.group(2) == LOG_SUFFIX:
             bases.add(int(m.group(1)))
         elif m:
             index_files.append((int(m.group(1)), name))
+            if m.group(2) == TXN_INDEX_SUFFIX:
+                txn_indexed.add(int(m.group(1)))
     for base, name in index_files:
         if base not in bases:
             log.warning("Deleting index file %s, which has no log file", name)
@@ -87,7 +91,7 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
     if removed or created:
         fs.fsync_dir(directory)
     first_unflushed = _first_to_recover(segments, recovery_point, had_clean_shutdown)
-    first_unflushed, next_offset = _check_unrecovered(segments, first_unflushed)
+    first_unflushed, next_offset = _check_unrecovered(segments, first_unflushed, txn_indexed)
     recovered_from = None
     if first_unflushed < len(segments):
         # The active segment's indexes are rebuilt writable, as they stay: trimming them and
@@ -114,7 +118,7 @@ def _first_to_recover(segments: list[Segment], recovery_point: int, clean: bool)
     return i
 
 
-def _check_unrecovered(segments: list[Segment], first_unflushed: int
+def _check_unrecovered(segments: list[Segment], first_unflushed: int, txn_indexed: set[int]
                        ) -> tuple[int, int | None]:
     """Repair torn or missing indexes before `first_unflushed` (a damaged transaction index
     means recovering from its segment on), and check the active segment's tail if recovery will
@@ -126,7 +130,8 @@ def _check_unrecovered(segments: list[Segment], first_unflushed: int
             log.warning("%s; rebuilding the indexes of %s", problem, segment.log.path)
             segment.rebuild_indexes()
         following = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        problem = segment.txn_index.problem(segment.base_offset, following)
+        problem = segment.txn_index.problem(segment.base_offset, following) \
+            if segment.base_offset in txn_indexed else None
         if problem:  # aborted transactions come from the log: replay it from there
             log.warning("%s; recovering from that segment on to rebuild it", problem)
             return i, None

@@ -59,7 +59,18 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self._ongoing: dict[int, int] = {}
         self.map_end_offset = 0
-        self._snapshots = list_snapshots(directory)
+        self._listed: list[int] | None = None  # snapshot offsets, listed on first use
+
+    @property
+    def _snapshots(self) -> list[int]:
+        # Listed lazily: a clean start of many partitions need not list each directory twice.
+        if self._listed is None:
+            self._listed = list_snapshots(self.dir)
+        return self._listed
+
+    @_snapshots.setter
+    def _snapshots(self, offsets: list[int]) -> None:
+        self._listed = offsets
 
     # ---- appends --------------------------------------------------------------------------
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
