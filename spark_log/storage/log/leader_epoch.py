@@ -8,12 +8,13 @@ uses `epoch_for_offset` and `latest_epoch`.
 A new entry is written when the log flushes past its start offset, not when it is assigned.
 Kafka fsyncs the file on every assignment so that it never misses an entry of a batch below the
 recovery point: recovery re-reads only the batches above it, and rebuilds their entries. Syncing
-before the recovery point moves keeps that guarantee, and takes the file writes off both
-the append path and a leadership change. A broker taking the leadership of 10,000 partitions at
-a new epoch (every single-node restart does) wrote and fsynced 10,000 files before serving.
-An entry that starts at the log end (a leadership, before its first append) needs no disk until
-then: after a crash the next leadership assigns its own epoch at the same offset, which replaces
-it, as Kafka's assign does.
+before the recovery point moves keeps that guarantee and takes the file writes off the append
+path and off leadership changes (a broker taking the leadership of 10,000 partitions at a new
+epoch, as every single-node restart does, would otherwise write and fsync 10,000 files before
+serving). An entry at the log end (a leadership taken, before its first append) is not written
+by a flush to that offset; lost in a crash, it is no loss: the next leadership assigns its own
+epoch at the same offset, which replaces it (Kafka's assign drops the entries starting at or
+after a new entry's start offset).
 """
 
 from __future__ import annotations
