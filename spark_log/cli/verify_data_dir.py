@@ -111,14 +111,14 @@ def verify_data_dir(data_dir: Path) -> Report:
     starts = checkpoints[LOG_START_OFFSET_CHECKPOINT]
     # Unless the broker stopped cleanly, its next start recovers each log from its recovery
     # point, and leader epochs first seen after it need not be in the checkpoint yet.
-    recovered = running is not None or CLEAN_SHUTDOWN_FILE not in names
+    stopped_cleanly = running is None and CLEAN_SHUTDOWN_FILE in names
     recovery_points = checkpoints[RECOVERY_POINT_CHECKPOINT]
     facts: dict[TopicPartition, PartitionFacts] = {}
     with progress(f"verifying {data_dir}", len(partitions)) as bar:
         for tp, path in sorted(partitions.items()):
             report.partitions += 1
             found = verify_partition(path, starts.get(tp, 0), report,
-                                     recovery_points.get(tp, 0) if recovered else None)
+                                     None if stopped_cleanly else recovery_points.get(tp, 0))
             if found is not None:
                 facts[tp] = found
             bar.advance()
@@ -134,7 +134,7 @@ def verify_data_dir(data_dir: Path) -> Report:
             _verify_topics(data_dir / topics_file.FILE_NAME, partitions, report)
         if producer_id_block.FILE_NAME not in special:
             _verify_producer_id_block(data_dir / producer_id_block.FILE_NAME, facts, report)
-    if partitions and running is None and CLEAN_SHUTDOWN_FILE not in names:
+    if partitions and running is None and not stopped_cleanly:
         report.note(data_dir, f"no clean-shutdown marker ({CLEAN_SHUTDOWN_FILE}): the broker "
                               "did not stop cleanly; its next start recovers the logs from "
                               "their recovery points")

@@ -45,24 +45,16 @@ class CheckpointFile:
     def write_lines(self, lines: Sequence[str], *, sync: bool = True) -> None:
         """Replace the file atomically (a temporary file renamed over it); `sync=False` skips
         both fsyncs, for content that is derived again at every start anyway."""
-        self.stage(lines, sync=sync)
-        self.publish_staged(sync=sync)
-
-    def stage(self, lines: Sequence[str], *, sync: bool = False) -> None:
-        """Write the temporary file that `publish_staged` renames over the checkpoint."""
         body = "".join(f"{line}\n" for line in (str(VERSION), str(len(lines)), *lines))
-        fd = self.fs.open(self.path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        staged = self.path + ".tmp"
+        fd = self.fs.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             self.fs.write_fully(fd, [body.encode()], 0)
             if sync:
                 self.fs.fsync(fd)
         finally:
             self.fs.close(fd)
-
-    def publish_staged(self, *, sync: bool = False) -> None:
-        """Rename the staged file over the checkpoint (and fsync the directory if `sync`).
-        Stage it synced first: ext4 flushes an unsynced file renamed over another at once."""
-        self.fs.rename(self.path + ".tmp", self.path)
+        self.fs.rename(staged, self.path)
         if sync:
             self.fs.fsync_dir(os.path.dirname(self.path) or ".")
 

@@ -96,12 +96,17 @@ class IndexFile:
     @property
     def file_size(self) -> int:
         """Size on disk without loading (0 when missing)."""
+        size = self.size_on_disk()
+        return 0 if size is None else size
+
+    def size_on_disk(self) -> int | None:
+        """The file's size without opening it (one stat), None when it is missing."""
         if self._loaded:
             return self._length
         try:
             return os.stat(self.path).st_size
         except FileNotFoundError:
-            return 0
+            return None
 
     # ---- size management ----------------------------------------------------------------
 
@@ -239,21 +244,10 @@ class IndexFile:
                 f"offset {offset} does not fit an index with base offset {self.base_offset}")
         return rel
 
-    def check_size(self) -> str | None:
-        """The cheap check possible without opening: size a whole number of entries."""
-        return self._size_problem(self.file_size)
-
-    def check_file(self) -> str | None:
-        """`check_size`, and "missing" if the file does not exist: one stat, without
-        opening."""
-        if self._loaded:
-            return self._size_problem(self._length)
-        try:
-            return self._size_problem(os.stat(self.path).st_size)
-        except FileNotFoundError:
-            return "missing"
-
-    def _size_problem(self, size: int) -> str | None:
+    def check_size(self, size: int | None = None) -> str | None:
+        """The cheap check possible without opening: size (default: on disk) a whole number of
+        entries."""
+        size = self.file_size if size is None else size
         if size % self.ENTRY.size:
             return f"size {size} is not a multiple of the entry size {self.ENTRY.size}"
         return None

@@ -175,9 +175,10 @@ def check_unchecked(log: FileRecords, checked: CheckedRanges, start: int, end: i
 def indexes_problem(*indexes: OffsetIndex | TimeIndex) -> str | None:
     """Why index files cannot be used as they are (missing or torn), without opening them."""
     for index in indexes:
-        reason = index.check_file()
-        if reason == "missing":
+        size = index.size_on_disk()
+        if size is None:
             return f"index file {index.path} is missing"
+        reason = index.check_size(size)
         if reason:
             return f"index file {index.path}: {reason}"
     return None
