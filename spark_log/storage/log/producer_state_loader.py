@@ -8,8 +8,11 @@ and with it the transaction indexes of segments that recovery rewrote.
   read_committed consumers.)
 * Unclean shutdown: snapshots above the recovered log end are deleted; the newest one at or
   below the first recovered segment is loaded, and every batch after it is replayed, headers
-  only (control batches are decoded for their marker). Aborted transactions whose markers lie
-  in recovered segments are written to those segments' transaction indexes again.
+  only (control batches are decoded for their marker). Snapshots between the two stay (unlike
+  Kafka, whose recovery deletes them): the log still holds the prefix each describes, and
+  deleting one per partition was most of a crashed start of many partitions. Aborted
+  transactions whose markers lie in recovered segments are written to those segments'
+  transaction indexes again.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def rebuild_producer_state(manager: ProducerStateManager, segments: Sequence[Seg
     `recovered_from` is the base offset of the first segment recovery walked (None after a
     clean shutdown); those segments' transaction indexes must have been reset."""
     limit = log_end if recovered_from is None else min(recovered_from, log_end)
-    start = manager.load_latest_snapshot(limit, now_ms, max_idle_ms)
+    start = manager.load_latest_snapshot(limit, now_ms, max_idle_ms, log_end=log_end)
     if start < 0:
         start = segments[0].base_offset if segments else log_end
         manager.map_end_offset = start

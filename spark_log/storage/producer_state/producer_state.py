@@ -178,13 +178,16 @@ class ProducerStateManager:
         write_snapshot(self.dir, offset, self.producers.values(), self.fs, sync=sync)
         self._snapshots = [o for o in self._snapshots if o < offset] + [offset]
 
-    def load_latest_snapshot(self, at_most: int, now_ms: int, max_idle_ms: int | None) -> int:
-        """Load the newest readable snapshot at or below `at_most` (deleting damaged ones and
-        any above it); returns its offset, or -1 when there is none (state empty)."""
-        for offset in [o for o in self._snapshots if o > at_most]:
+    def load_latest_snapshot(self, at_most: int, now_ms: int, max_idle_ms: int | None, *,
+                             log_end: int | None = None) -> int:
+        """Load the newest readable snapshot at or below `at_most`; returns its offset, or -1
+        when there is none (state empty). Damaged snapshots are deleted, and so is every one
+        above `log_end` (default `at_most`): it describes batches the log no longer holds.
+        Those between the two stay, since the log still holds the prefix they describe."""
+        for offset in [o for o in self._snapshots if o > (at_most if log_end is None
+                                                          else max(at_most, log_end))]:
             self._delete_snapshot(offset)
-        while self._snapshots:
-            offset = self._snapshots[-1]
+        for offset in reversed([o for o in self._snapshots if o <= at_most]):
             try:
                 entries = read_snapshot(self.dir, offset)
             except (OSError, CorruptSnapshotError) as e:

@@ -123,6 +123,40 @@ def test_producer_state_is_rebuilt_after_a_crash(tmp_path, clock) -> None:  # ty
     assert produce(reopened, 40) == (40, 40)
 
 
+def test_recovery_keeps_the_snapshots_the_recovered_log_still_holds(  # type: ignore
+        tmp_path, clock, config) -> None:
+    log = open_log(tmp_path, config, clock)
+    produce(log, 0, 2)
+    log.close()  # a snapshot at 2, the log end, and the recovery point
+    reopened = open_log(tmp_path, config, clock, recovery_point=2, had_clean_shutdown=True)
+    produce(reopened, 2, 3)
+    reopened.release()  # a crash: the active segment is recovered from its base, offset 0
+    recovered = open_log(tmp_path, config, clock, recovery_point=2)
+    assert list_snapshots(recovered.dir) == [2]
+    assert produce(recovered, 2, 3) == (2, 4)  # a duplicate: replayed past the snapshot
+    assert produce(recovered, 5) == (5, 5)
+
+
+def test_recovery_deletes_the_snapshots_above_where_it_cut_the_log(tmp_path, clock) -> None:  # type: ignore
+    config = small_config(**{"internal.segment.bytes": "1024"})
+    log = open_log(tmp_path, config, clock)
+    for seq in range(40):
+        produce(log, seq)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 3 and list_snapshots(log.dir) == bases[1:]  # one per roll
+    log.release()
+    path = os.path.join(log.dir, f"{bases[1]:020d}.log")
+    with open(path, "rb") as f:
+        positions = [pos for pos, _ in iter_headers(f.read(), 0)]
+    with open(path, "r+b") as f:  # the third batch of the second segment fails its CRC
+        f.seek(positions[2] + 70)
+        f.write(b"\xff")
+    recovered = open_log(tmp_path, config, clock, recovery_point=0)
+    assert recovered.log_end_offset == bases[1] + 2
+    assert list_snapshots(recovered.dir) == [bases[1]]
+    assert produce(recovered, bases[1] + 2) == (bases[1] + 2, bases[1] + 2)
+
+
 def test_a_damaged_snapshot_is_deleted_and_the_state_rebuilt_from_the_log(  # type: ignore
         tmp_path, clock, config, caplog) -> None:
     log = open_log(tmp_path, config, clock)
