@@ -68,6 +68,8 @@ class MetadataSource(Protocol):
     @property
     def offset(self) -> int: ...
 
+    async def wait_for_offset(self, offset: int, timeout: float | None = None) -> object: ...
+
     def add_publisher(self, publisher: Callable[[MetadataDelta, MetadataImage], None]
                       ) -> None: ...
 
@@ -97,7 +99,8 @@ class Broker:
 
     # ---- lifecycle ------------------------------------------------------------------------
     def open(self, metadata: MetadataSource) -> None:
-        """Load the logs and build the parts; from now on every metadata image is applied."""
+        """Load the logs and build the parts; the metadata images are applied from the
+        registration on (`start`)."""
         self.metadata = metadata
         self.producer_ids = ProducerIdManager(self.channel.call, self.node_id,
                                               lambda: self.lifecycle.epoch)
@@ -139,7 +142,6 @@ class Broker:
                                              self.metrics.forget_topics]
         self.publisher.on_elected.append(self._coordinator_elected)
         self.publisher.on_resigned.append(self._coordinator_resigned)
-        metadata.add_publisher(self.publisher.publish)
 
     async def start(self) -> None:
         bound_host, self.port = await self.listener.bind()
@@ -154,6 +156,7 @@ class Broker:
             self.config.rack, lambda: self.metadata.offset,
             self.config.get("broker.heartbeat.interval.ms"), self.incarnation_id)
         self.lifecycle.start()
+        await self._catch_up()
         while not await self.lifecycle.wait_unfenced(30.0):
             log.info("Broker %d is waiting for the controller to unfence it", self.node_id)
         self._set_aside_strays()
@@ -167,6 +170,24 @@ class Broker:
         log.info("spark_log broker %d (cluster %s) listening on %s:%d, advertised as %s:%d",
                  self.node_id, self.cluster_id, bound_host, self.port, self.advertised_host,
                  self.advertised_port)
+
+    async def _catch_up(self) -> None:
+        """As Kafka's broker does, publish the metadata only from the image holding this
+        broker's registration on, where the controller has already moved the leaderships of a
+        previous incarnation away: a restart then never takes, one by one, the leaderships an
+        older image still names (after SIGKILL, every one it held). Then it may be unfenced."""
+        while not await self.lifecycle.wait_registered(30.0):
+            log.info("Broker %d is waiting for the controller to register it", self.node_id)
+        while True:
+            try:
+                await self.metadata.wait_for_offset(self.lifecycle.epoch, timeout=30.0)
+                break
+            except TimeoutError:
+                log.info("Broker %d is waiting for the metadata log to reach its registration "
+                         "(offset %d; applied %d)", self.node_id, self.lifecycle.epoch,
+                         self.metadata.offset)
+        self.metadata.add_publisher(self.publisher.publish)
+        self.lifecycle.ready_to_unfence = True
 
     def _services(self, api_set: ApiSet) -> Services:
         return Services(

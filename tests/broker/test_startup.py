@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -151,6 +152,14 @@ def test_a_node_restarted_after_sigkill_registers_without_waiting_out_its_old_se
     assert values == {f"record-{n}".encode() for n in range(10)}
     assert "registered with the controller" in log
     assert "registration refused" not in log and "session expired" not in log, log
+    # Kafka's order: the restarted broker applies the metadata from its registration on, where
+    # the killed incarnation's leaderships are already gone. It takes each one once, at its new
+    # epoch, never first the leadership the replayed log still named.
+    registered = log.index("registered with the controller")
+    for p in (0, 1):
+        taken = [m.start() for m in re.finditer(f"orders-{p}: leader at epoch", log)]
+        assert len(taken) == 1 and taken[0] > registered, log
+    assert "no longer the leader" not in log, log
 
 
 def test_a_used_directory_killed_before_any_topic_still_says_unclean(tmp_path: Path) -> None:

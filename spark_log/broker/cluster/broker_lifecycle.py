@@ -6,7 +6,9 @@ controller unfences it once it has caught up, fences it when heartbeats stop
 it stops.
 
 While fenced or catching up it heartbeats every few milliseconds (it waits on this to start
-serving); once unfenced, every `broker.heartbeat.interval.ms`. A heartbeat refused as stale (the
+serving); once unfenced, every `broker.heartbeat.interval.ms`. Until the broker says it is
+`ready_to_unfence` (its publishers have the image from its registration on), the heartbeats ask
+to stay fenced, as Kafka's `WantFence` does. A heartbeat refused as stale (the
 controller forgot this incarnation, e.g. after a failover with a lost session) registers again.
 """
 
@@ -44,7 +46,8 @@ class ListenerEndpoint:
 
 class BrokerLifecycle:
     """Invariants: `epoch` is the broker epoch of the current registration (-1 before one);
-    `fenced` is what the controller last answered. Not thread-safe: the node's event loop."""
+    `fenced` is what the controller last answered; it is never unfenced before
+    `ready_to_unfence`. Not thread-safe: the node's event loop."""
 
     def __init__(self, node_id: int, cluster_id: str, channel: ControllerChannel,
                  listeners: Sequence[ListenerEndpoint], rack: str | None,
@@ -56,7 +59,9 @@ class BrokerLifecycle:
         self.incarnation_id = incarnation_id
         self.epoch = -1
         self.fenced = True
+        self.ready_to_unfence = False
         self._shutting_down = False
+        self._registered = asyncio.Event()
         self._should_shut_down = asyncio.Event()
         self._unfenced = asyncio.Event()
         self._wake = asyncio.Event()
@@ -64,6 +69,11 @@ class BrokerLifecycle:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
+
+    async def wait_registered(self, timeout_s: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await within(timeout_s, self._registered.wait())
+        return self._registered.is_set()
 
     async def wait_unfenced(self, timeout_s: float) -> bool:
         with contextlib.suppress(TimeoutError):
@@ -115,6 +125,7 @@ class BrokerLifecycle:
             return
         if response.error_code == ErrorCode.none:
             self.epoch = response.broker_epoch
+            self._registered.set()
             log.info("Broker %d registered with the controller, broker epoch %d", self.node_id,
                      self.epoch)
         else:
@@ -125,8 +136,9 @@ class BrokerLifecycle:
     async def _heartbeat(self) -> None:
         request = build(_heartbeat_type(), {
             "broker_id": self.node_id, "broker_epoch": self.epoch,
-            "current_metadata_offset": self.metadata_offset(), "want_fence": False,
-            "want_shut_down": self._shutting_down, "offline_log_dirs": []})
+            "current_metadata_offset": self.metadata_offset(),
+            "want_fence": not self.ready_to_unfence, "want_shut_down": self._shutting_down,
+            "offline_log_dirs": []})
         response = await self._call(request)
         if response is None:
             return
