@@ -14,6 +14,7 @@ import sys
 
 from spark_log.broker.allocator import keep_freed_buffers
 from spark_log.broker.broker_config import BrokerConfig
+from spark_log.broker.collector import pause_for_start, resume_after_start
 from spark_log.broker.launch_options import add_broker_arguments, config_from_arguments
 from spark_log.broker.node import run_until_signalled
 from spark_log.properties import ConfigError
@@ -41,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         check_storage(config)
-        return asyncio.run(run_until_signalled(config, metrics_port=args.metrics_port))
+        pause_for_start()
+        return asyncio.run(run_until_signalled(config, metrics_port=args.metrics_port,
+                                               started=resume_after_start))
     except ConfigError as e:
         logging.getLogger("spark_log.broker").error("%s", e)
         return 2

@@ -22,6 +22,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -250,8 +251,10 @@ class Node:
         self._metrics_server = await serve_metrics(self.registry, host, port)
 
 
-async def run_until_signalled(config: BrokerConfig, metrics_port: int | None = None) -> int:
-    """Run a node until SIGTERM or SIGINT, then shut it down cleanly. Returns an exit code."""
+async def run_until_signalled(config: BrokerConfig, metrics_port: int | None = None,
+                              started: Callable[[], None] | None = None) -> int:
+    """Run a node until SIGTERM or SIGINT, then shut it down cleanly; `started` is called once
+    it serves. Returns an exit code."""
     import signal
 
     node = Node(config)
@@ -260,6 +263,8 @@ async def run_until_signalled(config: BrokerConfig, metrics_port: int | None = N
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await node.start()
+    if started is not None:
+        started()
     if metrics_port is not None:
         await node.serve_metrics(metrics_port)
     await stop.wait()
