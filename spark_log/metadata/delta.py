@@ -207,7 +207,6 @@ class MetadataDelta:
         return configs
 
 
-
 # One table for every delta, never a table of each delta's bound methods: that made each delta a
 # reference cycle, and with it the image it was built on, freed only by the cyclic collector's
 # full passes (a start of 10,000 partitions left 130,000 partition registrations to them).

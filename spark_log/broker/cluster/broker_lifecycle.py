@@ -71,23 +71,17 @@ class BrokerLifecycle:
         self._task = asyncio.create_task(self._run())
 
     async def wait_registered(self, timeout_s: float) -> bool:
-        with contextlib.suppress(TimeoutError):
-            await within(timeout_s, self._registered.wait())
-        return self._registered.is_set()
+        return await _waited(self._registered, timeout_s)
 
     async def wait_unfenced(self, timeout_s: float) -> bool:
-        with contextlib.suppress(TimeoutError):
-            await within(timeout_s, self._unfenced.wait())
-        return self._unfenced.is_set()
+        return await _waited(self._unfenced, timeout_s)
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move this broker's leaderships away; True once it says the
         broker may stop (it leads nothing)."""
         self._shutting_down = True
         self._wake.set()  # heartbeat now, not at the end of the interval
-        with contextlib.suppress(TimeoutError):
-            await within(timeout_s, self._should_shut_down.wait())
-        return self._should_shut_down.is_set()
+        return await _waited(self._should_shut_down, timeout_s)
 
     async def stop(self) -> None:
         # Cancelled again until it ends: a cancellation absorbed anywhere below (as 3.11's
@@ -166,6 +160,13 @@ class BrokerLifecycle:
         if getattr(response, "error_code", ErrorCode.none) in _RETRIABLE:
             return None
         return response
+
+
+async def _waited(event: asyncio.Event, timeout_s: float) -> bool:
+    """Whether `event` is set, waiting up to `timeout_s` for it."""
+    with contextlib.suppress(TimeoutError):
+        await within(timeout_s, event.wait())
+    return event.is_set()
 
 
 def _registration_type() -> type:

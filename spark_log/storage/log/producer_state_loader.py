@@ -39,7 +39,7 @@ def rebuild_producer_state(manager: ProducerStateManager, segments: Sequence[Seg
     `recovered_from` is the base offset of the first segment recovery walked (None after a
     clean shutdown); those segments' transaction indexes must have been reset."""
     limit = log_end if recovered_from is None else min(recovered_from, log_end)
-    start = manager.load_latest_snapshot(limit, now_ms, max_idle_ms, log_end=log_end)
+    start = manager.load_latest_snapshot(limit, log_end, now_ms, max_idle_ms)
     if start < 0:
         start = segments[0].base_offset if segments else log_end
         manager.map_end_offset = start

@@ -178,14 +178,13 @@ class ProducerStateManager:
         write_snapshot(self.dir, offset, self.producers.values(), self.fs, sync=sync)
         self._snapshots = [o for o in self._snapshots if o < offset] + [offset]
 
-    def load_latest_snapshot(self, at_most: int, now_ms: int, max_idle_ms: int | None, *,
-                             log_end: int | None = None) -> int:
+    def load_latest_snapshot(self, at_most: int, log_end: int, now_ms: int,
+                             max_idle_ms: int | None) -> int:
         """Load the newest readable snapshot at or below `at_most`; returns its offset, or -1
         when there is none (state empty). Damaged snapshots are deleted, and so is every one
-        above `log_end` (default `at_most`): it describes batches the log no longer holds.
-        Those between the two stay, since the log still holds the prefix they describe."""
-        for offset in [o for o in self._snapshots if o > (at_most if log_end is None
-                                                          else max(at_most, log_end))]:
+        above `log_end`: it describes batches the log no longer holds. Those between the two
+        stay, since the log still holds the prefix they describe."""
+        for offset in [o for o in self._snapshots if o > log_end]:
             self._delete_snapshot(offset)
         for offset in reversed([o for o in self._snapshots if o <= at_most]):
             try:
