@@ -97,6 +97,13 @@ def decode_record_and_version(data: bytes | bytearray | memoryview) -> tuple[Met
     string that is not UTF-8, and bytes left after the record.
     """
     view = memoryview(data).cast("B")
+    if len(view) > 3 and view[0] == FRAME_VERSION and view[1] < 0x80 and view[2] < 0x80:
+        record_type = RECORD_TYPES.get(view[1])
+        if record_type is not None and view[2] <= record_type.HIGHEST_VERSION:
+            fast = read_plan(record_type, view[2]).fast
+            record = None if fast is None else fast(view, 3)
+            if record is not None:
+                return record, view[2]
     frame, pos = _header_varint(view, 0, "frame version")
     if frame == 0:
         raise RecordDecodeError("frame version 0 (the KRaft preview of Kafka 2.8) is not "

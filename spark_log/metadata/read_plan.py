@@ -3,20 +3,27 @@ schema order, with each run of fixed-width fields read by one `struct` unpack, a
 fields by tag. Plans are built once per (type, version) and cached.
 
 The plan only speeds up reading what is well formed: a run whose bytes are cut short or hold a
-boolean other than 0 or 1 is read again field by field, which raises the precise error.
+boolean other than 0 or 1 is read again field by field, which raises the precise error. For a
+record made only of fixed-width fields and arrays of int32s or UUIDs (the partition records, which
+are nearly all of a large metadata log), the plan also has `fast`: one function that reads the
+whole record, or answers None for anything unusual (a cut, a varint longer than a byte, a size
+that does not add up), so that the codec's field-by-field reader reads it again and raises the
+precise error.
 """
 
 from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from spark_log.protocol.wire import uuid_of
 
 from .records import ZERO_UUID
-from .schema import FieldSpec, fields_of
+from .schema import FieldSpec, Wire, fields_of
 
 __all__ = ["FixedRun", "ReadPlan", "int32_array", "read_plan"]
 
@@ -36,6 +43,7 @@ class FixedRun:
     size: int
     kinds: tuple[str, ...]
     plain: bool  # numbers only: the unpacked values are the field values
+    names: tuple[str, ...]  # of the specs
 
     def values(self, buf: memoryview, pos: int) -> tuple[object, ...] | None:
         """The run's values at `pos`, or None if the bytes do not hold them well formed."""
@@ -63,6 +71,8 @@ class ReadPlan:
 
     steps: tuple[FixedRun | FieldSpec, ...]
     tagged: dict[int, FieldSpec]
+    # The whole struct read from a position to the end of the buffer, or None (see above).
+    fast: Callable[[memoryview, int], Any] | None = None
 
 
 @functools.cache
@@ -81,7 +91,7 @@ def read_plan(struct_type: type, version: int) -> ReadPlan:
         steps.append(spec)
     steps.extend(_close(run))
     tagged = {spec.wire.tag: spec for spec in specs if spec.wire.tag is not None}
-    return ReadPlan(tuple(steps), tagged)
+    return ReadPlan(tuple(steps), tagged, _fast_reader(struct_type, steps, tagged))
 
 
 def _close(run: list[FieldSpec]) -> list[FixedRun | FieldSpec]:
@@ -90,7 +100,8 @@ def _close(run: list[FieldSpec]) -> list[FixedRun | FieldSpec]:
     kinds = tuple(spec.wire.item or "" for spec in run)
     unpack = struct.Struct(">" + "".join(_CODES[kind] for kind in kinds))
     plain = not any(kind in ("uuid", "bool") for kind in kinds)
-    return [FixedRun(tuple(run), unpack, unpack.size, kinds, plain)]
+    return [FixedRun(tuple(run), unpack, unpack.size, kinds, plain,
+                     tuple(spec.name for spec in run))]
 
 
 def _uuid(raw: bytes) -> UUID:
@@ -109,3 +120,99 @@ def int32_array(buf: memoryview, pos: int, count: int) -> tuple[int, ...] | None
     if pos + 4 * count > len(buf):
         return None
     return _int32s(count).unpack_from(buf, pos)
+
+
+# ---- the fast reader ------------------------------------------------------------------------
+# A field reader takes (buf, pos, end) and answers (value, position after it), or None when the
+# bytes are not the well-formed value.
+_FieldReader = Callable[[memoryview, int, int], "tuple[Any, int] | None"]
+_SCALARS = {kind: struct.Struct(">" + code) for kind, code in _CODES.items()
+            if kind not in ("bool", "uuid")}
+
+
+def _fast_reader(struct_type: type, steps: list[FixedRun | FieldSpec],
+                 tagged: dict[int, FieldSpec]) -> Callable[[memoryview, int], Any] | None:
+    """The whole-struct reader, if every field is of a kind it reads (else None)."""
+    untagged: list[tuple[FixedRun | str, _FieldReader | None]] = []
+    for step in steps:
+        if type(step) is FixedRun:
+            untagged.append((step, None))
+            continue
+        reader = _field_reader(step.wire)  # type: ignore[union-attr]
+        if reader is None:
+            return None
+        untagged.append((step.name, reader))  # type: ignore[union-attr]
+    by_tag: dict[int, tuple[str, _FieldReader]] = {}
+    for tag, spec in tagged.items():
+        reader = _field_reader(spec.wire)
+        if reader is None:
+            return None
+        by_tag[tag] = (spec.name, reader)
+
+    def read(buf: memoryview, pos: int) -> Any:
+        end = len(buf)
+        values: dict[str, Any] = {}
+        for step, reader in untagged:
+            if reader is None:
+                run: FixedRun = step  # type: ignore[assignment]
+                raw = run.values(buf, pos)
+                if raw is None:
+                    return None
+                values.update(zip(run.names, raw, strict=True))
+                pos += run.size
+                continue
+            got = reader(buf, pos, end)
+            if got is None:
+                return None
+            values[step], pos = got  # type: ignore[index]
+        if pos >= end or buf[pos] >= 0x80:
+            return None
+        count, pos = buf[pos], pos + 1
+        for _ in range(count):
+            if pos + 2 > end or buf[pos] >= 0x80 or buf[pos + 1] >= 0x80:
+                return None
+            stop = pos + 2 + buf[pos + 1]
+            if stop > end:
+                return None
+            field = by_tag.get(buf[pos])
+            if field is not None:
+                got = field[1](buf, pos + 2, stop)
+                if got is None or got[1] != stop:
+                    return None
+                values[field[0]] = got[0]
+            pos = stop
+        return struct_type(**values) if pos == end else None
+
+    return read
+
+
+def _field_reader(wire: Wire) -> _FieldReader | None:
+    if not wire.array:
+        scalar = _SCALARS.get(wire.item or "")
+        if scalar is None:
+            return None
+
+        def read_scalar(buf: memoryview, pos: int, end: int) -> tuple[Any, int] | None:
+            after = pos + scalar.size
+            return (scalar.unpack_from(buf, pos)[0], after) if after <= end else None
+
+        return read_scalar
+    if wire.item not in ("int32", "uuid"):
+        return None
+    width = 4 if wire.item == "int32" else 16
+    nullable = wire.nullable
+
+    def read_array(buf: memoryview, pos: int, end: int) -> tuple[Any, int] | None:
+        if pos >= end or buf[pos] >= 0x80:
+            return None
+        count = buf[pos] - 1
+        if count < 0:
+            return (None, pos + 1) if nullable else None
+        after = pos + 1 + width * count
+        if after > end:
+            return None
+        if width == 4:
+            return _int32s(count).unpack_from(buf, pos + 1), after
+        return tuple(_uuid(bytes(buf[at : at + 16])) for at in range(pos + 1, after, 16)), after
+
+    return read_array

@@ -63,14 +63,14 @@ class CheckpointFile:
 
         Raises CorruptCheckpointError for a wrong version, count or malformed line.
         """
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
+        data = _read_file(self.path)  # every partition has one: no text-file machinery
+        if data is None:
             return []
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise CorruptCheckpointError(f"{self.path}: not text ({e})") from None
-        lines = text.split("\n")
+        lines = text.replace("\r\n", "\n").split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         if len(lines) < 2:
@@ -96,6 +96,21 @@ class CheckpointFile:
                 raise CorruptCheckpointError(
                     f"{self.path}: malformed line {n}: {line!r}") from None
         return out
+
+
+def _read_file(path: str) -> bytes | None:
+    """The whole file, or None if there is none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 class OffsetCheckpointFile:

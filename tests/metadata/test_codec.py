@@ -11,8 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_log.metadata.codec import decode_record, decode_record_and_version, encode_record
+from spark_log.metadata.codec import (
+    _Reader,
+    decode_record,
+    decode_record_and_version,
+    encode_record,
+)
 from spark_log.metadata.errors import RecordDecodeError, RecordEncodeError
+from spark_log.metadata.read_plan import read_plan
 from spark_log.metadata.records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -210,6 +216,61 @@ def test_mutated_values_decode_or_raise_record_decode_error(record_and_version, 
         data[position % len(data)] = value
     with contextlib.suppress(RecordDecodeError):  # anything else fails the test
         decode_record(bytes(data[: cut % (len(data) + 1)]))
+
+
+PARTITION_RECORDS = st.one_of(*(
+    st.tuples(records(record_type, version), st.just(version))
+    for record_type in (PartitionRecord, PartitionChangeRecord)
+    for version in range(record_type.HIGHEST_VERSION + 1)))
+
+
+def test_partition_records_have_the_fast_reader():
+    for record_type in (PartitionRecord, PartitionChangeRecord):
+        for version in range(record_type.HIGHEST_VERSION + 1):
+            assert read_plan(record_type, version).fast is not None
+    assert read_plan(TopicRecord, 0).fast is None  # a string: read field by field
+
+
+BYTE = st.one_of(st.sampled_from([0, 1, 2, 4, 5, 0x7F, 0x80, 0x81, 0xFF]), st.integers(0, 255))
+
+
+@FUZZ
+@given(PARTITION_RECORDS, st.lists(st.tuples(st.integers(min_value=0), BYTE), max_size=3),
+       st.integers(min_value=0), st.binary(max_size=3))
+def test_the_fast_reader_reads_only_what_the_field_by_field_reader_reads_alike(
+        record_and_version, changes, cut, extra):
+    record, version = record_and_version
+    data = bytearray(encode_record(record, version))
+    for position, value in changes:
+        data[3 + position % (len(data) - 3)] = value  # the header stays: this type and version
+    view = memoryview(bytes(data[: 3 + cut % (len(data) - 2)]) + extra)
+    fast = read_plan(type(record), version).fast(view, 3)
+    reader = _Reader(view, 3, "the field-by-field reader")
+    try:
+        expected = reader.struct(type(record), version)
+    except RecordDecodeError:
+        expected = None
+    if reader.pos != len(view):
+        expected = None  # bytes left over: the codec refuses the record
+    assert fast == expected or (fast is None and expected is not None)
+    if view == encode_record(record, version):
+        assert fast == record  # unchanged bytes take the fast path
+
+
+def test_what_the_fast_reader_declines_is_read_field_by_field():
+    # 200 replicas: a count of two varint bytes; an unknown tag of 200 bytes
+    record = PartitionChangeRecord(topic_id=TOPIC_ID, partition_id=3, isr=tuple(range(200)),
+                                   leader=7)
+    encoded = encode_record(record, 2)
+    assert read_plan(PartitionChangeRecord, 2).fast(memoryview(encoded), 3) is None
+    assert decode_record(encoded) == record
+    plain = encode_record(PartitionChangeRecord(topic_id=TOPIC_ID, leader=7), 0)
+    assert plain[-7:] == bytes.fromhex("01 01 04 00000007")  # one tag: the leader
+    unknown_tag = plain[:-7] + bytes.fromhex("02 01 04 00000007 09 8101") + bytes(129)
+    assert decode_record(unknown_tag) == PartitionChangeRecord(topic_id=TOPIC_ID, leader=7)
+    too_long = plain[:-7] + bytes.fromhex("01 01 05 00000007 00")  # the leader's size says 5
+    with pytest.raises(RecordDecodeError, match="tagged value of 5 bytes holds 4"):
+        decode_record(too_long)
 
 
 # ---- encoding errors ------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_log.clock import Clock
 from spark_log.records.batch_header import BatchHeader
@@ -45,6 +45,7 @@ from spark_log.storage.log.segment_files import (
 )
 from spark_log.storage.log.segment_recovery import Damage
 from spark_log.storage.log.swap_recovery import recover_interrupted_swaps
+from spark_log.storage.producer_state.producer_snapshot import snapshot_offsets
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class LoadedLog:
     next_offset: int | None  # known when start-up read the active segment's tail
     recovered: bool
     recovered_from: int | None = None  # base offset of the first segment recovery walked
+    # The producer snapshots' offsets, from the same listing of the directory.
+    snapshots: list[int] = field(default_factory=list)
 
 
 def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSystem,
@@ -99,13 +102,16 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
         segments[-1].set_active(True)
         segments, recovered_from = _recover(directory, segments, first_unflushed, clock, fs,
                                             on_batch)
-        next_offset = segments[-1].read_next_offset()
+        next_offset = segments[-1].recovered_next_offset  # (the walk that recovered it)
+        if next_offset is None:
+            next_offset = segments[-1].read_next_offset()
     # (A no-op for indexes never loaded. A rebuilt active index keeps its few entries in memory,
     # without a map or a descriptor, as it would after its first append.)
     for segment in segments if recovered_from is None else segments[:-1]:
         segment.close_indexes()
     segments[-1].set_active(True)
-    return LoadedLog(segments, next_offset, recovered_from is not None, recovered_from)
+    return LoadedLog(segments, next_offset, recovered_from is not None, recovered_from,
+                     snapshot_offsets(names))
 
 
 def _first_to_recover(segments: list[Segment], recovery_point: int, clean: bool) -> int:

@@ -89,7 +89,8 @@ class PartitionLog:
             self._log_start_offset = max(log_start_offset, loaded.segments[0].base_offset)
             self._hw = max(high_watermark, self._log_start_offset)
             self.offsets = OffsetLookup(self, record_search)
-            self._producers = PartitionProducers(self.dir, self.name, self._local, clock)
+            self._producers = PartitionProducers(self.dir, self.name, self._local, clock,
+                                                 loaded.snapshots)
             if loaded.recovered:  # now, before the recovery point can pass the txn indexes
                 self._producers.load(loaded.recovered_from)
             if self.leader_epoch_cache.damaged:

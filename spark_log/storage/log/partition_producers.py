@@ -37,9 +37,10 @@ class PartitionProducers:
     """Invariant: once loaded, `manager` reflects every batch below the log end offset.
     Thread-safety: none; its PartitionLog serializes every call and guards I/O errors."""
 
-    def __init__(self, directory: str, name: str, local: LocalLog, clock: Clock) -> None:
+    def __init__(self, directory: str, name: str, local: LocalLog, clock: Clock,
+                 snapshots: list[int] | None = None) -> None:
         self.name, self.local, self.clock = name, local, clock
-        self._manager = ProducerStateManager(directory, name, local.fs)
+        self._manager = ProducerStateManager(directory, name, local.fs, snapshots)
         self.loaded = False
 
     @property

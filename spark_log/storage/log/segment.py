@@ -98,6 +98,7 @@ class Segment:
         self._max_ts: TimestampOffset | None = None  # loaded lazily from the time index
         self._bytes_since_index = 0
         self.checked = CheckedRanges()  # bytes of the .log whose batches passed their check
+        self.recovered_next_offset: int | None = None  # what the last `recover` walked to
         self._read_positions = ReadPositions()  # where recent reads ended
         if create:
             self._offset_index.load()
@@ -376,6 +377,7 @@ class Segment:
         caller cuts it there (`cut`), keeping the bytes or not."""
         self.txn_index.reset()  # rebuilt with the producer state
         walked = self._rebuild(verify=True, on_batch=on_batch, limit_offset=limit_offset)
+        self.recovered_next_offset = walked.next_offset  # also the end once `cut` at the damage
         self.checked.clear()
         self.checked.add(0, walked.valid)
         return damage_found(self.log, walked)

@@ -54,7 +54,12 @@ def snapshot_file_name(offset: int) -> str:
 
 def list_snapshots(directory: str) -> list[int]:
     """Offsets of the snapshot files in `directory`, ascending."""
-    found = (SNAPSHOT_FILE.fullmatch(name) for name in os.listdir(directory))
+    return snapshot_offsets(os.listdir(directory))
+
+
+def snapshot_offsets(names: Iterable[str]) -> list[int]:
+    """Offsets of the snapshot files among the file `names` of a directory, ascending."""
+    found = (SNAPSHOT_FILE.fullmatch(name) for name in names)
     return sorted(int(m.group(1)) for m in found if m)
 
 

@@ -54,12 +54,15 @@ class ProducerStateManager:
     Thread-safety: none; its PartitionLog serializes every call.
     """
 
-    def __init__(self, directory: str, name: str, fs: FileSystem) -> None:
+    def __init__(self, directory: str, name: str, fs: FileSystem,
+                 snapshots: list[int] | None = None) -> None:
+        """`snapshots`: the offsets of the directory's snapshot files, when the caller has just
+        listed it (else it is listed on first use)."""
         self.dir, self.name, self.fs = directory, name, fs
         self.producers: dict[int, ProducerStateEntry] = {}
         self._ongoing: dict[int, int] = {}
         self.map_end_offset = 0
-        self._listed: list[int] | None = None  # snapshot offsets, listed on first use
+        self._listed: list[int] | None = snapshots
 
     @property
     def _snapshots(self) -> list[int]:
