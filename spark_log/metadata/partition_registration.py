@@ -10,7 +10,7 @@ record, even the current one, starts a new leader epoch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import IntEnum
 from uuid import UUID
 
@@ -103,19 +103,18 @@ class PartitionRegistration:
         recovery = self.leader_recovery_state
         if record.leader_recovery_state != LEADER_RECOVERY_NO_CHANGE:
             recovery = _recovery_state(record.leader_recovery_state)
-        return PartitionRegistration(
-            replicas=replicas,
-            isr=self.isr if record.isr is None else record.isr,
-            leader=leader,
-            leader_epoch=leader_epoch,
-            partition_epoch=self.partition_epoch + 1,
-            removing_replicas=_or(record.removing_replicas, self.removing_replicas),
-            adding_replicas=_or(record.adding_replicas, self.adding_replicas),
-            leader_recovery_state=recovery,
-            directories=directories,
-            elr=_or(record.eligible_leader_replicas, self.elr),
-            last_known_elr=_or(record.last_known_elr, self.last_known_elr),
-        )
+        values = (replicas, self.isr if record.isr is None else record.isr, leader, leader_epoch,
+                  self.partition_epoch + 1,
+                  _or(record.removing_replicas, self.removing_replicas),
+                  _or(record.adding_replicas, self.adding_replicas), recovery, directories,
+                  _or(record.eligible_leader_replicas, self.elr),
+                  _or(record.last_known_elr, self.last_known_elr))
+        if record.replicas is None and record.directories is None:
+            # The usual change (leader, ISR): the directories still match the replicas, so
+            # nothing `__post_init__` checks can fail (and building through it cost twice as
+            # much as the rest of replaying the record).
+            return _unchecked(values)
+        return PartitionRegistration(*values)
 
     def to_record(self, topic_id: UUID, partition_id: int) -> PartitionRecord:
         """The PartitionRecord that rebuilds this partition (as a snapshot holds it)."""
@@ -157,6 +156,18 @@ class PartitionRegistration:
         """A copy with some fields replaced (for tests and tools; the log changes partitions
         through `merge`)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+_SETTERS = tuple(getattr(PartitionRegistration, spec.name).__set__
+                 for spec in fields(PartitionRegistration))
+
+
+def _unchecked(values: tuple) -> PartitionRegistration:
+    """A registration of `values` in field order, without `__init__` and its checks."""
+    registration = object.__new__(PartitionRegistration)
+    for set_slot, value in zip(_SETTERS, values, strict=True):
+        set_slot(registration, value)
+    return registration
 
 
 def _recovery_state(value: int) -> LeaderRecoveryState:

@@ -5,9 +5,11 @@ every change bumps the partition epoch), written back as the same PartitionRecor
 from __future__ import annotations
 
 import uuid
+from dataclasses import FrozenInstanceError, fields
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_log.metadata.partition_registration import (
     MIGRATING_DIRECTORY,
@@ -92,3 +94,20 @@ def test_a_partition_record_round_trips_through_the_registration(record):
     written = registration.to_record(TOPIC, 3)
     assert (written.topic_id, written.partition_id) == (TOPIC, 3)
     assert written.eligible_leader_replicas == (record.eligible_leader_replicas or None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.builds(
+    PartitionChangeRecord, topic_id=st.just(TOPIC),
+    isr=st.none() | st.lists(st.integers(1, 4), max_size=4).map(tuple),
+    leader=st.sampled_from([NO_LEADER_CHANGE, NO_LEADER, 1, 2, 3]),
+    replicas=st.none() | st.just((1, 2, 3, 4)),
+    eligible_leader_replicas=st.none() | st.just((2,)),
+    leader_recovery_state=st.sampled_from([-1, 0, 1])))
+def test_a_merge_equals_the_registration_built_with_its_checks(record):
+    after = BASE.merge(record)
+    checked = PartitionRegistration(*(getattr(after, spec.name) for spec in fields(after)))
+    assert after == checked
+    assert hash(after) == hash(checked)
+    with pytest.raises(FrozenInstanceError):
+        after.leader = 9  # type: ignore[misc]
