@@ -48,9 +48,8 @@ from .verify_partition import (
     PartitionFacts,
     list_files,
     verify_partition,
-    without_path,
 )
-from .verify_report import Report
+from .verify_report import Report, without_path
 
 OFFSET_CHECKPOINTS = {RECOVERY_POINT_CHECKPOINT: "recovery point",
                       LOG_START_OFFSET_CHECKPOINT: "log start offset",

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from spark_log.metadata.metadata_topic import METADATA_LOG_DIR
 from spark_log.records import (
@@ -55,9 +55,7 @@ from .dump_index import (
     time_index_entries,
     txn_index_entries,
 )
-
-if TYPE_CHECKING:
-    from .verify_report import Report
+from .verify_report import Report, without_path
 
 CHUNK = 8 << 20  # bytes of a .log read at a time
 _BYTES_LEFT = re.compile(r"\(\d+ bytes left\)")
@@ -119,7 +117,7 @@ def verify_partition(directory: Path, log_start: int, report: Report,
                                   "empty at its log start offset")
     for i, base in enumerate(bases):
         _verify_segment(directory, base, bases[i + 1] if i + 1 < len(bases) else None,
-                        segments[base], walk, report)
+                        segments[base], walk, report, recovers_from)
     end = _log_end(walk, bases)
     facts = PartitionFacts(end, walk.max_producer_id)
     for offset in snapshots:
@@ -238,7 +236,7 @@ class _SegmentChecks:
 
 
 def _verify_segment(directory: Path, base: int, following: int | None, suffixes: set[str],
-                    walk: _Walk, report: Report) -> None:
+                    walk: _Walk, report: Report, recovers_from: int | None) -> None:
     path = directory / f"{base:020d}.log"
     checks = _SegmentChecks(directory, base, following, suffixes, report)
     report.segments += 1
@@ -258,11 +256,17 @@ def _verify_segment(directory: Path, base: int, following: int | None, suffixes:
         return
     if reader.tail is not None:
         position, reason = reader.tail
-        start = walk.next_offset if walk.next_offset is not None else base
-        report.problem(path, f"torn or garbage tail at byte {position}: "
-                             f"{reader.size - position} bytes that are not a whole batch "
-                             f"({reason}); offsets from {max(start, base)} on are not in "
-                             "this segment")
+        start = max(base if walk.next_offset is None else walk.next_offset, base)
+        torn = (f"torn or garbage tail at byte {position}: {reader.size - position} bytes that "
+                f"are not a whole batch ({reason}); offsets from {start} on are not in this "
+                "segment")
+        if following is None and recovers_from is not None and start >= recovers_from:
+            # A write that SIGKILL or a crash cut short (the kernel stops a write between pages
+            # for a fatal signal), past what was flushed: recovery cuts it, as Kafka's does.
+            report.note(path, f"{torn}: an unflushed write cut short, past the recovery point "
+                              f"{recovers_from}; the next start's recovery cuts it")
+        else:
+            report.problem(path, torn)
     checks.finish(report)
 
 
@@ -439,10 +443,3 @@ def _read(path: Path, report: Report) -> bytes | None:
     except OSError as exc:
         report.problem(path, f"cannot be read: {exc.strerror or exc}")
         return None
-
-
-def without_path(text: str, path: Path) -> str:
-    """A parser's message about a file without the file's path (the report's line starts with
-    it); a line number it gave stays."""
-    text = re.sub(re.escape(str(path)) + r":(\d+):", r"line \1:", text)
-    return text.replace(f"{path}: ", "").replace(f" ({path}: ", " (")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,3 +56,10 @@ class Report:
         more = [Finding(path, f"{n} more {'problem' if problem else 'note'}(s) not listed",
                         problem) for (path, problem), n in self._unlisted.items()]
         return self.findings + more
+
+
+def without_path(text: str, path: Path) -> str:
+    """A parser's message about a file without the file's path (the report's line starts with
+    it); a line number it gave stays."""
+    text = re.sub(re.escape(str(path)) + r":(\d+):", r"line \1:", text)
+    return text.replace(f"{path}: ", "").replace(f" ({path}: ", " (")

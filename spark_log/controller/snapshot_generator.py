@@ -108,7 +108,7 @@ class SnapshotGenerator:
         reason = self._schedule.due(self._clock_ms())
         if reason is None:
             return
-        if offset < 0 or not image.to_records():
+        if offset < 0 or image.is_empty:
             log.debug("Node %d: not snapshotting an empty image", self.node_id)
             return
         if offset + 1 <= self._last_end:

@@ -139,6 +139,12 @@ class MetadataImage:
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic), _EMPTY_MAP)
 
+    @property
+    def is_empty(self) -> bool:
+        """Whether `to_records` is empty (without building the records)."""
+        return not (self.features or self.brokers or self.topics or self.next_producer_id >= 0
+                    or any(self.configs.values()))
+
     def to_records(self) -> list[MetadataRecord]:
         """The records that rebuild this image, as a snapshot of it holds them: feature levels
         (metadata.version first), brokers, topics with their partitions, configs, the

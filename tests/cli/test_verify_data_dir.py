@@ -415,6 +415,33 @@ def test_epochs_the_next_start_recovers_are_no_problem(data: Path, tmp_path: Pat
     assert "no clean-shutdown marker" in done.stdout
 
 
+def test_a_write_cut_short_past_the_recovery_point_is_a_note(data: Path, tmp_path: Path) -> None:
+    # SIGKILL can stop a write between two pages (the kernel ends a write for a fatal signal),
+    # leaving part of an unflushed batch: the next start's recovery cuts it. Below the recovery
+    # point (flushed data) the same bytes are a problem.
+    broker = BrokerProcess(data, tmp_path / "broker.log").start()
+    try:
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce("many", b"x" * 5000)  # a batch across a page boundary
+        assert producer.flush(30) == 0
+    finally:
+        broker.kill()
+    log = segments(data / "many-0")[-1]
+    position, last = batches(log)[-1]
+    assert last.base_offset == MANY
+    os.truncate(log, position + 4096 - position % 4096)  # the first page of it written
+    done = verify(data)
+    assert done.returncode == 0, done.stdout
+    assert "no problems, 2 note(s)." in done.stdout, done.stdout
+    assert f"offsets from {MANY} on are not in this segment: an unflushed write cut short, " \
+           f"past the recovery point {MANY}" in done.stdout, done.stdout
+    replace_line(data / "recovery-point-offset-checkpoint", f"\nmany 0 {MANY}\n",
+                 f"\nmany 0 {MANY + 1}\n")
+    done = verify(data)
+    assert done.returncode == 1 and "torn or garbage tail" in done.stdout, done.stdout
+    assert "an unflushed write cut short" not in done.stdout
+
+
 def test_empty_missing_zero_filled_and_odd_files(data: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -47,6 +47,14 @@ def test_a_snapshot_of_a_replayed_log_loads_to_the_same_image(rng, steps):
 
 
 @HISTORIES
+@given(st.randoms(use_true_random=False), st.integers(0, 60), st.data())
+def test_an_image_is_empty_exactly_when_it_writes_no_records(rng, steps, data):
+    log = history(rng, steps)
+    image = replay(log[: data.draw(st.integers(0, len(log)))])
+    assert image.is_empty == (image.to_records() == [])
+
+
+@HISTORIES
 @given(st.randoms(use_true_random=False), st.integers(1, 60), st.data())
 def test_snapshot_then_rest_of_the_log_equals_the_whole_log(rng, steps, data):
     log = history(rng, steps)
@@ -135,4 +143,5 @@ def test_the_image_answers_by_name_and_by_id():
 
 def test_the_empty_image_writes_no_records():
     assert MetadataImage.EMPTY.to_records() == []
+    assert MetadataImage.EMPTY.is_empty
     assert load_snapshot([], Provenance(-1, -1)) == MetadataImage.EMPTY
