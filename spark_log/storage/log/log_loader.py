@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from spark_log.clock import Clock
 from spark_log.records.batch_header import BatchHeader
@@ -58,8 +58,9 @@ class LoadedLog:
     next_offset: int | None  # known when start-up read the active segment's tail
     recovered: bool
     recovered_from: int | None = None  # base offset of the first segment recovery walked
-    # The producer snapshots' offsets, from the same listing of the directory.
-    snapshots: list[int] = field(default_factory=list)
+    # The producer snapshots' offsets, from the same listing of the directory; None: not
+    # listed, so the producer state lists the directory itself.
+    snapshots: list[int] | None = None
 
 
 def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSystem,
@@ -100,11 +101,8 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
         # The active segment's indexes are rebuilt writable, as they stay: trimming them and
         # preallocating them again cost a dozen file operations per partition after a crash.
         segments[-1].set_active(True)
-        segments, recovered_from = _recover(directory, segments, first_unflushed, clock, fs,
-                                            on_batch)
-        next_offset = segments[-1].recovered_next_offset  # (the walk that recovered it)
-        if next_offset is None:
-            next_offset = segments[-1].read_next_offset()
+        segments, recovered_from, next_offset = _recover(directory, segments, first_unflushed,
+                                                         clock, fs, on_batch)
     # (A no-op for indexes never loaded. A rebuilt active index keeps its few entries in memory,
     # without a map or a descriptor, as it would after its first append.)
     for segment in segments if recovered_from is None else segments[:-1]:
@@ -151,14 +149,14 @@ def _check_unrecovered(segments: list[Segment], first_unflushed: int, txn_indexe
 
 
 def _recover(directory: str, segments: list[Segment], start: int, clock: Clock, fs: FileSystem,
-             on_batch: Callable[[BatchHeader], None]) -> tuple[list[Segment], int]:
-    """Recover segments from `start` on; returns those left and the base offset of the first
-    one recovered."""
+             on_batch: Callable[[BatchHeader], None]) -> tuple[list[Segment], int, int]:
+    """Recover segments from `start` on; returns those left, the base offset of the first one
+    recovered, and the log end offset (the last segment is always the last one recovered)."""
     i = first = start
     while i < len(segments):
         segment = segments[i]
         following = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        damage = segment.recover(on_batch, following)
+        next_offset, damage = segment.recover(on_batch, following)
         if damage is None:
             i += 1
             continue
@@ -175,7 +173,7 @@ def _recover(directory: str, segments: list[Segment], start: int, clock: Clock, 
         segments.pop()
         i -= 1
         first = min(first, i)
-    return segments, segments[first].base_offset
+    return segments, segments[first].base_offset, next_offset
 
 
 def _drop_from(directory: str, segment: Segment, damage: Damage, later: list[Segment],

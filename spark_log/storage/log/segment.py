@@ -36,7 +36,7 @@ from spark_log.storage.log.segment_files import (
     segment_file_name,
 )
 from spark_log.storage.log.segment_recovery import (
-    Damage,
+    Recovered,
     Walked,
     check_head_and_tail,
     check_index,
@@ -98,7 +98,6 @@ class Segment:
         self._max_ts: TimestampOffset | None = None  # loaded lazily from the time index
         self._bytes_since_index = 0
         self.checked = CheckedRanges()  # bytes of the .log whose batches passed their check
-        self.recovered_next_offset: int | None = None  # what the last `recover` walked to
         self._read_positions = ReadPositions()  # where recent reads ended
         if create:
             self._offset_index.load()
@@ -370,17 +369,17 @@ class Segment:
     # ---- recovery and truncation --------------------------------------------------------
 
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None,
-                limit_offset: int | None = None) -> Damage | None:
+                limit_offset: int | None = None) -> Recovered:
         """Check every batch (size, magic, CRC, offsets increasing, inside the segment and below
         `limit_offset`, the next segment's base) and rebuild the indexes from the valid ones.
-        Returns where the first invalid byte lies, or None if the whole file is valid; the
-        caller cuts it there (`cut`), keeping the bytes or not."""
+        Returns the offset after the valid batches and where the first invalid byte lies (None
+        if the whole file is valid); the caller cuts it there (`cut`), keeping the bytes or
+        not."""
         self.txn_index.reset()  # rebuilt with the producer state
         walked = self._rebuild(verify=True, on_batch=on_batch, limit_offset=limit_offset)
-        self.recovered_next_offset = walked.next_offset  # also the end once `cut` at the damage
         self.checked.clear()
         self.checked.add(0, walked.valid)
-        return damage_found(self.log, walked)
+        return Recovered(walked.next_offset, damage_found(self.log, walked))
 
     def cut(self, position: int, keep_path: str | None) -> int:
         """Truncate the .log to `position` after copying the bytes cut to `keep_path` (if

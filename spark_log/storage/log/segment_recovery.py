@@ -54,6 +54,14 @@ class Damage(NamedTuple):
         return self.first_offset is not None
 
 
+class Recovered(NamedTuple):
+    """What recovering a segment found: the offset after its valid batches (the log end once
+    it is cut at the damage) and the damage, or None when the whole file is valid."""
+
+    next_offset: int
+    damage: Damage | None
+
+
 def index_batches(log: FileRecords, offset_index: OffsetIndex, time_index: TimeIndex,
                   base_offset: int, index_interval_bytes: int, *, verify: bool,
                   on_batch: Callable[[BatchHeader], None] | None = None,

@@ -138,8 +138,9 @@ def test_recover_truncates_garbage_and_rebuilds_indexes(tmp_path, clock) -> None
     with open(s.log.path, "ab") as f:
         f.write(b"\x07" * 100)
     reopened = Segment(str(tmp_path), 100, small_config(), clock=clock, active=True)
-    damage = reopened.recover()
+    next_offset, damage = reopened.recover()
     assert damage is not None and damage.position == good_size and not damage.whole_batch
+    assert next_offset == 124
     assert "magic 7" in damage.reason
     assert reopened.cut(damage.position, None) == 100
     assert reopened.size == os.path.getsize(reopened.log.path) == good_size
@@ -157,8 +158,8 @@ def test_recover_stops_at_a_bad_crc(tmp_path, clock) -> None:  # type: ignore
         f.seek(-1, 1)
         f.write(bytes([byte[0] ^ 0xFF]))
     reopened = Segment(str(tmp_path), 100, small_config(), clock=clock, active=True)
-    damage = reopened.recover()
-    assert damage is not None and damage.position == 3 * len(batches[0])
+    next_offset, damage = reopened.recover()
+    assert damage is not None and damage.position == 3 * len(batches[0]) and next_offset == 106
     assert "CRC mismatch" in damage.reason and damage.whole_batch and damage.last_offset == 107
     kept = tmp_path / "kept.log"
     assert reopened.cut(damage.position, str(kept)) == 2 * len(batches[0])
