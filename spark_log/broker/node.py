@@ -70,6 +70,7 @@ class Node:
         self.cluster_id = ""
         self.driver: RaftDriver | None = None
         self.loader: MetadataLoader | None = None
+        self.snapshots: SnapshotGenerator | None = None
         self.controller: QuorumController | None = None
         self.controller_apis: ControllerDispatcher | None = None
         self.controller_listener: Listener | None = None
@@ -139,10 +140,11 @@ class Node:
         # A combined node's controller and broker replay the same batches: decoded once.
         decode = BatchDecoder(readers=2 if config.is_controller else 1)
         self.loader = loader = MetadataLoader(driver, node_id=self.node_id, decode=decode)
-        loader.add_publisher(SnapshotGenerator(
+        self.snapshots = SnapshotGenerator(
             driver, node_id=self.node_id,
             max_record_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"),
-            max_interval_ms=config.get("metadata.log.max.snapshot.interval.ms")).publish)
+            max_interval_ms=config.get("metadata.log.max.snapshot.interval.ms"))
+        loader.add_publisher(self.snapshots.publish)
         if config.is_controller:
             settings = settings_from(config, self.cluster_id)
             if config.is_broker:  # combined: the controller knows its own process's broker
@@ -224,6 +226,8 @@ class Node:
                 with contextlib.suppress(Exception):
                     await self.driver.resign(RESIGN_S)
             await self.driver.close()
+        if self.snapshots is not None:
+            self.snapshots.close()
         if self.controller_listener is not None:
             self.controller_listener.close()
             await self.controller_listener.close_connections(1.0)

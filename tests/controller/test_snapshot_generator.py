@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from spark_log.controller.metadata_snapshot import read_snapshot
 from spark_log.controller.snapshot_generator import SnapshotGenerator
 from spark_log.metadata import MetadataDelta, MetadataImage, Provenance, replay_records
-from spark_log.metadata.records import FeatureLevelRecord, TopicRecord
+from spark_log.metadata.records import FeatureLevelRecord, PartitionRecord, TopicRecord
 from spark_log.raft.messages import Batch, OffsetAndEpoch
 
 from .controller_harness import FakeClock, LoneController, create_topics, unfenced_broker
@@ -29,6 +31,7 @@ class Sink:
         self.commit: list[Callable[[Sequence[Batch]], None]] = []
         self.snapshot: list[Callable[[OffsetAndEpoch, bytes], None]] = []
         self.taken: list[tuple[OffsetAndEpoch, bytes]] = []
+        self.threads: list[int] = []  # the thread each snapshot was handed over on
 
     def on_commit(self, listener: Callable[[Sequence[Batch]], None]) -> None:
         self.commit.append(listener)
@@ -38,6 +41,7 @@ class Sink:
 
     def take_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         self.taken.append((snapshot_id, data))
+        self.threads.append(threading.get_ident())
 
 
 def image_at(offset: int, topics: int = 1) -> MetadataImage:
@@ -108,6 +112,75 @@ def test_an_empty_image_is_never_snapshotted() -> None:
     empty = MetadataImage(provenance=Provenance(0, 3))
     g.publish(MetadataDelta(empty), empty)
     assert sink.taken == []
+
+
+def image_of_partitions(offset: int, partitions: int) -> MetadataImage:
+    """An image whose snapshot takes a while to encode: `partitions` partitions of 3 replicas."""
+    records: list[object] = [FeatureLevelRecord(name="metadata.version", feature_level=14)]
+    for t in range(partitions // 100):
+        topic_id = uuid.UUID(int=t + 1)
+        records.append(TopicRecord(name=f"t{t}", topic_id=topic_id))
+        records += [PartitionRecord(partition_id=p, topic_id=topic_id, replicas=(1, 2, 3),
+                                    isr=(1, 2, 3), leader=1 + p % 3, leader_epoch=0,
+                                    partition_epoch=0) for p in range(100)]
+    return replay_records(MetadataImage.EMPTY, records, Provenance(offset, 3))
+
+
+def test_on_a_running_loop_the_snapshot_is_encoded_while_the_loop_goes_on() -> None:
+    """The encoding runs on the writer's thread, so the loop serves other callbacks meanwhile;
+    the snapshot reaches the quorum back on the loop's thread."""
+    image = image_of_partitions(0, 3000)
+
+    async def scenario() -> tuple[int, int]:
+        clock, sink = FakeClock(), Sink()
+        g = generator(sink, clock, max_bytes=1)
+        sink.commit[0]([batch(0, 20)])
+        publish(g, image)
+        turns, deadline = 0, time.monotonic() + 30
+        while not sink.taken and time.monotonic() < deadline:
+            turns += 1  # each turn is a pass of the loop while the snapshot is written
+            await asyncio.sleep(0)
+        assert [s for s, _ in sink.taken] == [OffsetAndEpoch(1, 3)]
+        assert sink.threads == [threading.get_ident()]
+        assert read_snapshot(sink.taken[0][1], 1, 3) == image
+        g.close()
+        return turns, len(sink.taken)
+
+    turns, taken = asyncio.run(scenario())
+    # Encoded on the loop, the snapshot would be taken within the first turn or two.
+    assert turns > 10 and taken == 1
+
+
+def test_a_snapshot_due_while_one_is_written_waits_for_the_next_boundary() -> None:
+    async def scenario() -> None:
+        clock, sink = FakeClock(), Sink()
+        g = generator(sink, clock, max_bytes=1)
+        sink.commit[0]([batch(0, 20)])
+        publish(g, image_of_partitions(0, 1000))
+        sink.commit[0]([batch(1, 20)])
+        publish(g, image_at(1))  # due, but the first one is still being written
+        await eventually(lambda: sink.taken, 30, "the first snapshot")
+        assert [s for s, _ in sink.taken] == [OffsetAndEpoch(1, 3)]
+        sink.commit[0]([batch(2, 20)])
+        publish(g, image_at(2))
+        await eventually(lambda: len(sink.taken) == 2, 30, "the second snapshot")
+        assert [s for s, _ in sink.taken] == [OffsetAndEpoch(1, 3), OffsetAndEpoch(3, 3)]
+        g.close()
+    asyncio.run(scenario())
+
+
+def test_a_snapshot_loaded_while_one_is_written_wins(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        clock, sink = FakeClock(), Sink()
+        g = generator(sink, clock, max_bytes=1)
+        sink.commit[0]([batch(0, 20)])
+        publish(g, image_of_partitions(0, 1000))
+        sink.snapshot[0](OffsetAndEpoch(1, 3), b"")  # the leader's, as recent, loaded
+        await eventually(lambda: "not taken" in caplog.text, 30, "the write to end")
+        assert sink.taken == [] and g.last_snapshot_end == 1
+        g.close()
+    with caplog.at_level(logging.INFO, logger="spark_log.controller"):
+        asyncio.run(scenario())
 
 
 def test_a_snapshot_after_the_configured_bytes_is_loaded_at_the_next_start(
