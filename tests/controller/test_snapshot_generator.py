@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from spark_log.controller.metadata_snapshot import read_snapshot
+from spark_log.controller import snapshot_generator
+from spark_log.controller.metadata_snapshot import read_snapshot, write_snapshot
 from spark_log.controller.snapshot_generator import SnapshotGenerator
 from spark_log.metadata import MetadataDelta, MetadataImage, Provenance, replay_records
 from spark_log.metadata.records import FeatureLevelRecord, PartitionRecord, TopicRecord
@@ -126,29 +126,35 @@ def image_of_partitions(offset: int, partitions: int) -> MetadataImage:
     return replay_records(MetadataImage.EMPTY, records, Provenance(offset, 3))
 
 
-def test_on_a_running_loop_the_snapshot_is_encoded_while_the_loop_goes_on() -> None:
-    """The encoding runs on the writer's thread, so the loop serves other callbacks meanwhile;
-    the snapshot reaches the quorum back on the loop's thread."""
+def test_on_a_running_loop_the_snapshot_is_encoded_on_another_thread_while_the_loop_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoding runs on the writer's thread, so callbacks queued behind the publish run
+    before the snapshot is taken; it reaches the quorum back on the loop's thread."""
     image = image_of_partitions(0, 3000)
+    encoded_on: list[int] = []
 
-    async def scenario() -> tuple[int, int]:
+    def spied(*args: object, **kwargs: object) -> bytes:
+        encoded_on.append(threading.get_ident())
+        return write_snapshot(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshot_generator, "write_snapshot", spied)
+
+    async def scenario() -> None:
         clock, sink = FakeClock(), Sink()
         g = generator(sink, clock, max_bytes=1)
         sink.commit[0]([batch(0, 20)])
         publish(g, image)
-        turns, deadline = 0, time.monotonic() + 30
-        while not sink.taken and time.monotonic() < deadline:
-            turns += 1  # each turn is a pass of the loop while the snapshot is written
-            await asyncio.sleep(0)
+        seen: list[int] = []
+        asyncio.get_running_loop().call_soon(lambda: seen.append(len(sink.taken)))
+        await eventually(lambda: sink.taken, 30, "the snapshot")
+        assert seen == [0]  # the loop went on before the snapshot was taken
         assert [s for s, _ in sink.taken] == [OffsetAndEpoch(1, 3)]
         assert sink.threads == [threading.get_ident()]
+        assert len(encoded_on) == 1 and encoded_on[0] != threading.get_ident()
         assert read_snapshot(sink.taken[0][1], 1, 3) == image
         g.close()
-        return turns, len(sink.taken)
 
-    turns, taken = asyncio.run(scenario())
-    # Encoded on the loop, the snapshot would be taken within the first turn or two.
-    assert turns > 10 and taken == 1
+    asyncio.run(scenario())
 
 
 def test_a_snapshot_due_while_one_is_written_waits_for_the_next_boundary() -> None:
