@@ -155,6 +155,13 @@ class SnapshotGenerator:
     def _written(self, snapshot: OffsetAndEpoch, done: Future[bytes]) -> None:
         """Back on the loop: hand the encoded snapshot to the quorum."""
         self._writing = None
+        if done.cancelled():  # closed before it started
+            return
+        error = done.exception()
+        if error is not None:
+            log.error("Node %d: snapshot %s could not be written", self.node_id,
+                      snapshot_name(snapshot), exc_info=error)
+            return
         if self._last_end >= snapshot.offset:
             log.info("Node %d: snapshot %s not taken: one as recent was loaded meanwhile",
                      self.node_id, snapshot_name(snapshot))

@@ -189,6 +189,30 @@ def test_a_snapshot_loaded_while_one_is_written_wins(caplog: pytest.LogCaptureFi
         asyncio.run(scenario())
 
 
+def test_a_snapshot_that_fails_to_encode_is_logged_and_the_next_one_is_taken(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def broken(*args: object, **kwargs: object) -> bytes:
+        raise MemoryError("no room to encode")
+
+    async def scenario() -> None:
+        clock, sink = FakeClock(), Sink()
+        g = generator(sink, clock, max_bytes=1)
+        monkeypatch.setattr(snapshot_generator, "write_snapshot", broken)
+        sink.commit[0]([batch(0, 20)])
+        publish(g, image_at(0))
+        await eventually(lambda: "could not be written" in caplog.text, 30, "the error")
+        monkeypatch.setattr(snapshot_generator, "write_snapshot", write_snapshot)
+        sink.commit[0]([batch(1, 20)])
+        publish(g, image_at(1))
+        await eventually(lambda: sink.taken, 30, "the next snapshot")
+        assert [s for s, _ in sink.taken] == [OffsetAndEpoch(2, 3)]
+        g.close()
+    with caplog.at_level(logging.INFO, logger="spark_log.controller"):
+        asyncio.run(scenario())
+    failed = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(failed) == 1 and "no room to encode" in str(failed[0].exc_info[1])
+
+
 def test_a_snapshot_after_the_configured_bytes_is_loaded_at_the_next_start(
         tmp_path: Path) -> None:
     async def scenario() -> None:
