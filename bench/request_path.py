@@ -13,12 +13,20 @@ starts inside itself (`-X test.mock.num.brokers=1`). Cases:
 * `reread`: the same 8 consumers after a clean restart of the broker, so every batch they read
   is checked on its first read (start-up checks only each active segment's tail): fetch
   requests/s and the broker's CPU seconds;
+* `eight-mock`: 8 consumers as in `eight`, against spark_log and against the mock broker in
+  the same run, each log `--pair-batches` one-record batches a partition: fetches/s, and the CPU
+  microseconds a fetch of each broker and of the consumers. The mock broker runs in a thread of
+  this process (a confluent-kafka producer with `test.mock.num.brokers=1` fills it and keeps it
+  up), with one one-partition topic per consumer. It finds a fetch's batch by walking its
+  partition's list of batches from the start, so its cost grows with the log: keep the logs
+  short for a fair pair. The consumers' CPU a fetch bounds the rate any broker can be fetched
+  from on this machine: cores x 1 s / that;
 * batched produce of 100 B records, acks=1 and acks=all, and consume: records/s and ratio,
   and the broker's CPU seconds per GB produced (on two cores the load generator competes with
   the broker, so its CPU shows a change that throughput alone hides).
 
 Usage: python bench/request_path.py --rdkafka-performance PATH [--requests 30000]
-       [--records 1000000] [--only one,eight,reread,batched]
+       [--records 1000000] [--pair-batches 4000] [--only one,eight,reread,batched,eight-mock]
 """
 
 from __future__ import annotations
@@ -27,15 +35,18 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker_process import BrokerProcess
@@ -72,6 +83,71 @@ def run_parallel(perf: str, argvs: list[list[str]], bootstrap: str) -> tuple[int
             raise SystemExit(f"a parallel rdkafka_performance failed:\n{out.decode()[-2000:]}")
         total += int(found[-1][0])
     return total, wall
+
+
+def children_cpu_seconds() -> float:
+    """User and system CPU time of this process's ended (and waited-for) children."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def own_cpu_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def eight_consumers_of(topics: list[tuple[str, int]], n: int) -> list[list[str]]:
+    return [["-C", "-t", topic, "-p", str(p), "-c", str(n), "-o", "beginning",
+             "-X", "fetch.message.max.bytes=1"] for topic, p in topics]
+
+
+def mock_broker(topics: list[str], batches: int) -> tuple[Producer, str]:
+    """A mock broker in a thread of this process, each topic's partition 0 holding `batches`
+    one-record batches of 100 B; the producer that keeps it up, and where it listens."""
+    producer = Producer({"test.mock.num.brokers": 1, "linger.ms": 0,
+                         "batch.num.messages": 1})
+    broker = next(iter(producer.list_topics(timeout=30).brokers.values()))
+    for topic in topics:
+        for _ in range(batches):
+            while True:
+                try:
+                    producer.produce(topic, b"x" * 100, partition=0)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        if producer.flush(60) != 0:
+            raise SystemExit("the mock broker did not take every record")
+    return producer, f"{broker.host}:{broker.port}"
+
+
+def eight_consumers_pair(perf: str, broker: BrokerProcess, batches: int,
+                         report: Callable[[str, float, str], None]) -> None:
+    """The `eight-mock` case: one run against each broker, logs of the same length."""
+    run_parallel(perf, [produce_args("pair", p, batches, 100, "1", True) for p in range(8)],
+                 broker.bootstrap)
+    assert broker.proc is not None
+    cpu, children = cpu_seconds(broker.proc.pid), children_cpu_seconds()
+    total, wall = run_parallel(perf, eight_consumers_of([("pair", p) for p in range(8)],
+                                                        batches), broker.bootstrap)
+    ours_cpu = (cpu_seconds(broker.proc.pid) - cpu) / total * 1e6
+    ours_clients = (children_cpu_seconds() - children) / total * 1e6
+    ours = total / wall
+    topics = [f"pair-mock-{p}" for p in range(8)]
+    producer, bootstrap = mock_broker(topics, batches)
+    own, children = own_cpu_seconds(), children_cpu_seconds()
+    total, wall = run_parallel(perf, eight_consumers_of([(t, 0) for t in topics], batches),
+                               bootstrap)
+    mock_cpu = (own_cpu_seconds() - own) / total * 1e6
+    mock_clients = (children_cpu_seconds() - children) / total * 1e6
+    del producer
+    mock = total / wall
+    bound = (os.cpu_count() or 1) * 1e6 / ((ours_clients + mock_clients) / 2)
+    report("eight_mock_ratio", ours / mock,
+           f"8 consumers, {batches:,} one-record batches a partition, one batch a fetch: "
+           f"{ours:,.0f} fetches/s vs mock {mock:,.0f} = x{ours / mock:.2f}; CPU a fetch: "
+           f"broker {ours_cpu:.0f} us vs mock {mock_cpu:.0f} us, consumers {ours_clients:.0f} "
+           f"us vs {mock_clients:.0f} us (their bound on {os.cpu_count()} cores: "
+           f"{bound:,.0f} fetches/s)")
 
 
 def serving_port(log_path: Path, earlier: int = 0) -> int:
@@ -116,14 +192,16 @@ def main() -> None:
                         help="librdkafka's examples/rdkafka_performance binary")
     parser.add_argument("--requests", type=int, default=30_000)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--only", default="one,eight,reread,batched")
+    parser.add_argument("--pair-batches", type=int, default=4000,
+                        help="batches a partition in the eight-mock case")
+    parser.add_argument("--only", default="one,eight,reread,batched,eight-mock")
     args = parser.parse_args()
     perf, only = args.rdkafka_performance, set(args.only.split(","))
     workdir = Path(tempfile.mkdtemp(prefix="bench-request-path-"))
     broker = BrokerProcess(workdir / "data", workdir / "broker.log", metrics_port=0).start()
     metrics_port = serving_port(Path(broker.log_path))
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for name, parts in (("one", 1), ("eight", 8), ("batched", 1)):
+    for name, parts in (("one", 1), ("eight", 8), ("batched", 1), ("pair", 8)):
         admin.create_topics([NewTopic(name, parts)])[name].result(30)
     results: dict[str, float] = {}
 
@@ -170,6 +248,8 @@ def main() -> None:
                    f"8 consumers reading back after a restart, one batch a fetch: "
                    f"{fetches / wall:,.0f} fetch req/s; broker CPU {cpu:.1f} s "
                    f"({cpu / fetches * 1e6:.0f} us a fetch)")
+        if "eight-mock" in only:
+            eight_consumers_pair(perf, broker, args.pair_batches, report)
         if "batched" in only:
             for acks in ("1", "-1"):
                 assert broker.proc is not None
