@@ -36,8 +36,10 @@ _LENGTH_POS, _RECORDS_COUNT_POS = 8, 57  # in a v2 batch header (see records.bat
 def records_in(records: Any) -> int:
     """Records in whole v2 batches (bytes, or a storage file slice), summed from each header's
     records count: two fields read per batch, as a fetch returns up to thousands of them."""
-    data = records if isinstance(records, bytes | bytearray | memoryview) \
-        else records.read_bytes()
+    if isinstance(records, bytes | bytearray | memoryview):
+        data = records
+    else:  # a file slice: the bytes a small read already holds, not a copy of them
+        data = records.data if records.data is not None else records.read_bytes()
     count = pos = 0
     last_header = len(data) - HEADER_SIZE
     while pos <= last_header:
