@@ -144,8 +144,10 @@ def check_head_and_tail(log: FileRecords, tail: int, base_offset: int,
     size = log.size
     mm = log.map()
     try:
-        first_end = read_header(mm, 0).size  # type: ignore[arg-type]
-        check_batches(mm, 0, first_end, base_offset=base_offset)  # type: ignore
+        first_end = 0
+        if tail > 0:  # else the tail's walk checks the first batch (a segment not yet indexed)
+            first_end = read_header(mm, 0).size  # type: ignore[arg-type]
+            check_batches(mm, 0, first_end, base_offset=base_offset)  # type: ignore
         last = check_batches(mm, tail, size, base_offset=base_offset)  # type: ignore
     except (CorruptRecordError, CorruptIndexError) as e:
         return f"{log.path}: {e}"

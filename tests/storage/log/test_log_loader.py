@@ -66,6 +66,23 @@ def test_garbage_after_a_clean_shutdown_is_found_and_truncated(tmp_path, clock, 
     assert os.path.getsize(active) == size
 
 
+@pytest.mark.parametrize("batches", [1, 60])  # an active segment without index entries, with
+def test_a_damaged_first_batch_of_the_active_segment_is_found_at_a_clean_start(  # type: ignore
+        tmp_path, clock, caplog, batches: int) -> None:
+    d = write_log(tmp_path, clock, batches=batches)
+    active = os.path.join(d, [n for n in names(d) if n.endswith(".log")][-1])
+    with open(active, "r+b") as f:  # a bit flipped in the first batch's records (CRC-covered)
+        f.seek(70)
+        byte = f.read(1)[0]
+        f.seek(70)
+        f.write(bytes([byte ^ 0x01]))
+    with caplog.at_level(logging.WARNING):
+        loaded = load(d, clock, clean=True)
+    base = int(os.path.basename(active).split(".")[0])
+    assert loaded.recovered and loaded.next_offset == base
+    assert f"{active} is damaged at byte 0" in caplog.text and "CRC mismatch" in caplog.text
+
+
 def test_garbage_after_the_active_segment_is_truncated(tmp_path, clock, caplog) -> None:  # type: ignore
     d = write_log(tmp_path, clock, close=False)
     active = os.path.join(d, [n for n in names(d) if n.endswith(".log")][-1])
