@@ -110,14 +110,11 @@ class LocalLog:
     def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
              ) -> FetchSlice:
         """Batches from the segment holding `offset`, or the next one with data."""
-        active = self.segments.active
-        if offset >= active.base_offset:  # a consumer keeping up: no look-up needed
-            found = active.read(offset, max_bytes, max_offset=max_offset,
-                                min_one_batch=min_one_batch, end_offset=self.log_end_offset)
-            return EMPTY_SLICE if found is None else found
-        segment = self.segments.floor(offset)
+        segments = self.segments
+        active = segments.active  # what a consumer keeping up reads: no look-ups
+        segment = active if offset >= active.base_offset else segments.floor(offset)
         while segment is not None:
-            following = self.segments.higher(segment.base_offset)
+            following = None if segment is active else segments.higher(segment.base_offset)
             end = following.base_offset if following is not None else self.log_end_offset
             found = segment.read(offset, max_bytes, max_offset=max_offset,
                                  min_one_batch=min_one_batch, end_offset=end)

@@ -115,15 +115,14 @@ class PartitionProducers:
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """From the transaction index of the segment holding `fetch_offset` on."""
         segments = self.local.segments
-        active = segments.active
-        if fetch_offset >= active.base_offset:  # a consumer keeping up: the active one only
-            return active.txn_index.collect(fetch_offset, upper_bound)[0]
-        segment = segments.floor(fetch_offset) or segments.first
+        active = segments.active  # what a consumer keeping up reads: no look-ups
+        segment = active if fetch_offset >= active.base_offset else \
+            (segments.floor(fetch_offset) or segments.first)
         found: list[AbortedTxn] = []
         while segment is not None:
             txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
             found += txns
-            if complete:
+            if complete or segment is active:
                 break
             segment = segments.higher(segment.base_offset)
         return found
