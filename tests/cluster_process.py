@@ -9,6 +9,7 @@ clients' ports too, so that a restarted node keeps the address clients remember.
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import sys
@@ -19,8 +20,52 @@ from tests.broker_process import BrokerProcess
 FORMAT_TIMEOUT_S = 60.0
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_FLOOR = 10_000  # the lowest port picked
+PICK_ATTEMPTS = 10_000
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default where unreadable)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_ports(count: int) -> list[int]:
-    """Ports free on loopback now (held open together so they differ)."""
+    """Ports free on loopback now, picked at random below the kernel's ephemeral range.
+
+    A port the kernel hands out for port 0 is an ephemeral one: between picking it and a node
+    binding it, any process's outgoing connection may take it (a cluster of one test failed to
+    start so, with another test running beside it). Below the range only a listener can take
+    it, and other pickers choose at random among some 20,000.
+    """
+    low = _ephemeral_low()
+    if low - PORT_FLOOR < 100 * count:  # an unusual range: the kernel's choice, as before
+        return _kernel_ports(count)
+    pick = random.SystemRandom()
+    held: list[socket.socket] = []
+    try:
+        for _ in range(PICK_ATTEMPTS):
+            if len(held) == count:
+                break
+            sock = socket.socket()
+            try:
+                sock.bind(("127.0.0.1", pick.randrange(PORT_FLOOR, low)))
+            except OSError:  # in use (or just picked): another
+                sock.close()
+                continue
+            held.append(sock)
+        if len(held) < count:
+            raise RuntimeError(f"no {count} free ports below {low} in {PICK_ATTEMPTS} tries")
+        return [sock.getsockname()[1] for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _kernel_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:
         for s in sockets:

@@ -3,7 +3,6 @@ connections, and raw requests for duplicates, gaps, stale epochs and crash recov
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -22,14 +21,9 @@ from tests.broker.txn_support import (
     unique,
 )
 from tests.broker_process import BrokerProcess
+from tests.cluster_process import free_ports
 
 MESSAGES = 8_000
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _idempotent_producer_id(client: RawClient) -> tuple[int, int]:
@@ -43,7 +37,7 @@ def _idempotent_producer_id(client: RawClient) -> tuple[int, int]:
 def test_idempotent_producer_writes_exactly_once_through_cut_connections(tmp_path: Path
                                                                          ) -> None:
     proxy = ChaosProxy(min_bytes=1_000, max_bytes=16_000, response_bytes=(100, 3_000))
-    port = _free_port()
+    port = free_ports(1)[0]
     broker = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", {
         **TXN_BROKER_CONFIG, "advertised.listeners": f"PLAINTEXT://{proxy.address}"},
         port=port).start()

@@ -6,7 +6,6 @@ single node of today formats a new directory itself, as Kafka's v1 meta.properti
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from tests.broker.test_startup import (
     start_logged,
 )
 from tests.broker_process import BrokerProcess
+from tests.cluster_process import free_ports
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 OTHER_CLUSTER = "NjY4MzQxNjY0MjNENDMzQQ"
@@ -176,14 +176,8 @@ def test_a_quorum_member_refuses_a_directory_of_another_node(tmp_path: Path) -> 
     assert_one_error_line(code, stderr, "belongs to node 0, but this broker is node 1")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_formatted_quorum_member_starts_and_serves(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_ports(1)[0]
     config = {"controller.quorum.voters": f"0@127.0.0.1:{port}",
               "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"}
     data_dir = tmp_path / "data"

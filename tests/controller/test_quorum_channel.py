@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from spark_log.controller import raft_codec as rc
 from spark_log.controller.quorum_channel import Address, QuorumChannel
 from spark_log.protocol import ErrorCode, FrameDecoder, encode_response
 from spark_log.raft.messages import Error, Message, VoteRequest, VoteResponse
+from tests.cluster_process import free_ports
 
 from .support import eventually
 
@@ -70,12 +70,6 @@ def vote(correlation: int, last_offset: int) -> Message:
     return Message(1, 2, correlation, VoteRequest(5, 1, 4, last_offset))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_answers_come_back_as_raft_messages_matched_by_correlation_id(tmp_path: Path) -> None:
     async def scenario() -> None:
         peer = Peer(hold=True)
@@ -98,7 +92,7 @@ def test_answers_come_back_as_raft_messages_matched_by_correlation_id(tmp_path: 
 
 def test_a_peer_that_is_down_costs_only_dropped_requests(tmp_path: Path) -> None:
     async def scenario() -> None:
-        port = free_port()
+        port = free_ports(1)[0]
         got: list[Message] = []
         channel = QuorumChannel(1, {2: Address("127.0.0.1", port), 3: Address("127.0.0.1", 1)},
                                 CLUSTER, got.append, request_timeout_ms=500, backoff_ms=20,
