@@ -336,13 +336,13 @@ def test_errors_name_the_option_before_any_job(spark, shared_broker: BrokerProce
 def test_unreachable_broker_names_the_address(spark) -> None:
     import socket
 
-    with socket.socket() as s:  # a loopback port nobody listens on
+    with socket.socket() as s:  # bound, never listening (so no one else can): refused
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
-    df = (spark.read.format("pylog").option("kafka.bootstrap.servers", address)
-          .option("subscribe", "t").option("clientTimeoutMs", "5000").load())
-    with pytest.raises(Exception, match=f"Cannot reach the Kafka cluster at {address}"):
-        df.count()
+        df = (spark.read.format("pylog").option("kafka.bootstrap.servers", address)
+              .option("subscribe", "t").option("clientTimeoutMs", "5000").load())
+        with pytest.raises(Exception, match=f"Cannot reach the Kafka cluster at {address}"):
+            df.count()
 
 
 def test_direct_fetch_and_consumer_paths_read_the_same_rows(spark, shared_broker: BrokerProcess

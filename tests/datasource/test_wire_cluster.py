@@ -64,9 +64,10 @@ def test_group_offsets_round_trip_through_either_client(shared_broker: BrokerPro
 
 
 def test_an_unreachable_cluster_is_named() -> None:
-    with socket.socket() as s:  # a loopback port nobody listens on
+    with socket.socket() as s:  # bound, never listening (so no one else can): refused
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
-    cluster = open_cluster(address, {}, 5000)
-    with pytest.raises(PylogConnectionError, match=f"Cannot reach the Kafka cluster at {address}"):
-        cluster.partitions_for(Subscription("subscribe", topics=("t",)))
+        cluster = open_cluster(address, {}, 5000)
+        with pytest.raises(PylogConnectionError,
+                           match=f"Cannot reach the Kafka cluster at {address}"):
+            cluster.partitions_for(Subscription("subscribe", topics=("t",)))
