@@ -117,6 +117,8 @@ class RaftReplica(ReplicaHandlers):
             deadlines.append(s.backoff_until if s.backoff_until is not None
                              else s.election_deadline)
         elif isinstance(s, Follower):
+            if not self.requests.pending(s.leader_id, FetchRequest, FetchSnapshotRequest):
+                return -1  # nothing asked of the leader (a voter that just restarted): ask now
             deadlines.append(s.fetch_deadline)
         elif isinstance(s, Leader) and len(self.config.voters) > 1:
             deadlines.append(s.progress.check_quorum_deadline)

@@ -196,9 +196,14 @@ class ReplicaHandlers:
         s = self.state
         if not isinstance(s, Follower) or s.leader_id != m.source or body.leader_epoch != s.epoch:
             return  # from a replica that is not (or no longer) this one's leader
+        if body.error in (Error.SNAPSHOT_NOT_FOUND, Error.POSITION_OUT_OF_RANGE):
+            # The leader answered, but replaced the snapshot being fetched (as Kafka's does):
+            # it is alive, so its fetch timer restarts, and a fetch names the new one at once.
+            s.snapshot = None
+            s.fetch_deadline = now + self.config.fetch_timeout_ms
+            self._fetch_from_leader(now)
+            return
         if body.error != Error.NONE:
-            if body.error in (Error.SNAPSHOT_NOT_FOUND, Error.POSITION_OUT_OF_RANGE):
-                s.snapshot = None  # the leader has a newer one: start over from a fetch
             self.requests.backoff(s.leader_id, _request_kind(body),
                                   now + self.config.retry_backoff_ms)
             return

@@ -212,3 +212,32 @@ def test_a_leader_that_resigns_hands_over_before_a_fetch_timeout(tmp_path: Path)
         finally:
             await quorum.close()
     run(scenario())
+
+
+def test_a_restarted_follower_rejoins_its_leader_without_an_election(tmp_path: Path) -> None:
+    """A follower killed and restarted finds the leader its election state names: its
+    listeners learn that leader at once (the broker sends controller requests to it), and it
+    fetches at once, so nobody stands for election and the epoch stays the same."""
+    async def scenario() -> None:
+        quorum = Quorum(tmp_path)
+        try:
+            await quorum.start()
+            await quorum.propose([b"before"])
+            leader = await quorum.leader()
+            epoch = quorum.driver(leader).replica.epoch
+            follower = next(i for i in quorum.nodes if i != leader)
+            await quorum.nodes[follower].kill()
+            await quorum.propose([b"while down"])
+            told: list[tuple[int, int]] = []
+            quorum.nodes[follower].attach = lambda d: d.on_leader_change(
+                lambda e, leader_id: told.append((e, leader_id)))
+            await quorum.restart(follower)
+            assert told[:1] == [(epoch, leader)]  # before its first fetch
+            await quorum.all_applied([b"before", b"while down"], nodes=[follower])
+            # Two fetch timeouts: without its first fetch it would have stood by now.
+            await asyncio.sleep(2 * quorum.config.fetch_timeout_ms / 1000)
+            assert all(quorum.driver(i).replica.epoch == epoch for i in quorum.nodes)
+            assert quorum.driver(follower).replica.leader_id == leader
+        finally:
+            await quorum.close()
+    run(scenario())

@@ -98,3 +98,45 @@ def test_a_refused_candidate_does_not_push_back_the_election_of_a_voter_that_can
     granted = replica(1, {1, 2, 3})
     granted.receive(Message(3, 1, 1, VoteRequest(1, 3, 0, 0)), 700)  # a vote given restarts it
     assert granted.next_deadline() >= 700 + granted.config.election_timeout_ms
+
+
+def sent(actions: list, kind: type) -> Message | None:  # type: ignore[type-arg]
+    return next((a.message for a in actions if isinstance(a, Send) and
+                 isinstance(a.message.body, kind)), None)
+
+
+def test_a_voter_restarted_as_a_follower_fetches_from_its_leader_at_once() -> None:
+    """Its election state names the leader: it asks that leader at once. Waiting for the
+    fetch timeout instead, it stands for election then and unseats a healthy leader."""
+    r = RaftReplica(2, QuorumConfig(frozenset({1, 2, 3})), ElectionState(4, 1, -1),
+                    ReplicatedLog(), None, 1000, random.Random(7))
+    assert r.next_deadline() <= 1000
+    fetch = sent(r.tick(1000), FetchRequest)
+    assert fetch is not None and fetch.destination == 1
+    assert fetch.body.current_leader_epoch == 4
+    assert r.next_deadline() > 1000  # then it waits for the answer
+
+
+def test_a_follower_whose_snapshot_the_leader_replaced_keeps_following_it() -> None:
+    """A leader that snapshots often replaces the snapshot a follower is fetching, and answers
+    SNAPSHOT_NOT_FOUND: an answer from a live leader, so the follower starts over from a fetch
+    at once and its fetch timer restarts (Kafka's rule); it never stands for election."""
+    from spark_log.raft.messages import FetchSnapshotRequest, FetchSnapshotResponse, OffsetAndEpoch
+
+    r = RaftReplica(2, QuorumConfig(frozenset({1, 2, 3})), ElectionState(1, 1, -1),
+                    ReplicatedLog(), None, 0, random.Random(7))
+    fetch = sent(r.tick(0), FetchRequest)
+    timeout = r.config.fetch_timeout_ms
+    for now in range(100, 3 * timeout, 100):  # snapshot n, replaced by n + 1 while fetched
+        assert fetch is not None
+        answer = FetchResponse(Error.NONE, 1, 1, high_watermark=now, log_start_offset=now,
+                               snapshot_id=OffsetAndEpoch(now, 1))
+        snapshot_fetch = sent(r.receive(Message(1, 2, fetch.correlation_id, answer), now),
+                              FetchSnapshotRequest)
+        assert snapshot_fetch is not None and snapshot_fetch.body.snapshot_id.offset == now
+        gone = FetchSnapshotResponse(Error.SNAPSHOT_NOT_FOUND, 1, 1)
+        actions = r.receive(Message(1, 2, snapshot_fetch.correlation_id, gone), now + 50)
+        fetch = sent(actions, FetchRequest)
+        assert r.leader_id == 1 and r.epoch == 1 and sent(actions, VoteRequest) is None
+        assert r.state.fetch_deadline == now + 50 + timeout
+    assert r.leader_id == 1 and r.epoch == 1
