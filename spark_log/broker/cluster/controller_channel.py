@@ -5,6 +5,11 @@ over its controller listener.
 A request is retried while no controller is known or the one asked is not (or no longer)
 active (NOT_CONTROLLER), until its timeout; then the last answer is returned, or
 `ControllerUnavailable` raised when none came.
+
+As Kafka's brokers keep one channel for the lifecycle (registration and heartbeats), one for
+ISR changes and one for forwarded requests, requests go over a connection per lane: a
+connection carries one request at a time, and a heartbeat queued behind hundreds of ISR
+changes, each waiting for its commit, would let the broker's session expire.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from spark_log.protocol import ErrorCode
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.05
+_LANES = {62: "lifecycle", 63: "lifecycle",  # BrokerRegistration, BrokerHeartbeat
+          56: "alter-partition"}  # AlterPartition; everything else is "forwarding"
 
 
 class LocalController(Protocol):
@@ -48,15 +55,20 @@ def is_not_controller(response: Any) -> bool:
     return False
 
 
+def lane(request: RequestPayload) -> str:
+    """The connection a request goes over: "lifecycle", "alter-partition" or "forwarding"."""
+    return _LANES.get(request.__api_key__, "forwarding")
+
+
 class ControllerChannel:
-    """Invariants: one connection per controller, reused; requests to the local controller
-    never touch the network. Not thread-safe: the node's event loop."""
+    """Invariants: one connection per controller and lane, reused; requests to the local
+    controller never touch the network. Not thread-safe: the node's event loop."""
 
     def __init__(self, node_id: int, local: LocalController | None, leader_id: Callable[[], int],
                  addresses: Mapping[int, tuple[str, int]], timeout_ms: int) -> None:
         self.node_id, self.local, self.leader_id = node_id, local, leader_id
         self.addresses, self.timeout_s = dict(addresses), timeout_ms / 1000
-        self._connections: dict[int, AsyncConnection] = {}
+        self._connections: dict[tuple[int, str], AsyncConnection] = {}
         self._leader_changed = asyncio.Event()
 
     def leader_changed(self) -> None:
@@ -89,10 +101,11 @@ class ControllerChannel:
         address = self.addresses.get(leader)
         if address is None:
             return None
-        connection = self._connections.get(leader)
+        key = (leader, lane(request))
+        connection = self._connections.get(key)
         if connection is None:
-            connection = self._connections[leader] = AsyncConnection(
-                *address, f"broker-{self.node_id}-to-controller")
+            connection = self._connections[key] = AsyncConnection(
+                *address, f"broker-{self.node_id}-{key[1]}-to-controller")
         try:
             return await connection.call(request, remaining)
         except ConnectionError as e:

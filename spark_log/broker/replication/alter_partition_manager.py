@@ -1,8 +1,11 @@
 """Sending a leader's ISR changes to the controller (Kafka's AlterPartitionManager).
 
-Each change is one AlterPartition (v2) request naming the partition by topic id, with the leader
-and partition epochs the change was made at. The answer decides what happens to the change,
-which the leader holds as pending until then:
+Changes are batched as Kafka's are: one AlterPartition (v2) request at a time carries every
+change proposed since the last was sent, partitions named by topic id, each with the leader and
+partition epochs it was made at. So a broker that loses a follower of thousands of partitions
+sends a few requests, the controller commits a few batches, and nothing else on the broker's
+controller channel waits behind thousands of round trips. The answer decides what happens to
+each change, which the leader holds as pending until then:
 * committed (no error): the ISR takes effect now (the metadata will say the same);
 * refused for good at the epochs it names (INELIGIBLE_REPLICA, INVALID_REQUEST, an unknown
   topic or partition): dropped, so the leader may propose again;
@@ -47,70 +50,111 @@ class IsrOwner(Protocol):
 
 
 class AlterPartitionManager:
-    """Invariant: at most one sender per partition; a sender stops once its change is no
-    longer the partition's pending one. Event-loop only."""
+    """Invariants: one request in flight at a time; `_unsent` holds at most one change per
+    partition, the newest proposed; a change is sent, and its answer applied, only while it is
+    its partition's pending change. Event-loop only."""
 
     def __init__(self, node_id: int, call: Callable[[Any], Awaitable[Any]],
                  broker_epoch: Callable[[], int], topic_id: Callable[[str], UUID | None],
                  owner: IsrOwner) -> None:
         self.node_id, self.call, self.broker_epoch = node_id, call, broker_epoch
         self.topic_id, self.owner = topic_id, owner
-        self._senders: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._unsent: dict[tuple[str, int], IsrChange] = {}
+        self._proposed = asyncio.Event()
+        self._sender: asyncio.Task[None] | None = None
 
     def propose(self, topic: str, partition: int, change: IsrChange) -> None:
-        key = (topic, partition)
-        running = self._senders.get(key)
-        if running is not None and not running.done():
-            running.cancel()  # a newer change supersedes it (the leader allows one at a time)
-        self._senders[key] = asyncio.create_task(self._send(topic, partition, change))
+        """Send `change` with the next request (a newer change supersedes an unsent one: the
+        leader allows one at a time)."""
+        self._unsent[(topic, partition)] = change
+        self._proposed.set()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._run(), name=f"alter-partition-{self.node_id}")
 
-    async def _send(self, topic: str, partition: int, change: IsrChange) -> None:
-        while self.owner.pending_isr_change(topic, partition) == change:
-            answer = await self._ask(topic, partition, change)
-            if answer is None:
+    async def _run(self) -> None:
+        while True:
+            await self._proposed.wait()
+            self._proposed.clear()
+            batch = self._take_unsent()
+            if batch and await self._send(batch):
+                continue  # what was proposed meanwhile goes now
+            if self._unsent:  # kept after a failure, or waiting for its topic id
                 await asyncio.sleep(RETRY_BACKOFF_S)
-                continue
-            code = ErrorCode(answer.error_code)
-            if code == ErrorCode.none:
-                self.owner.isr_change_committed(topic, partition, tuple(answer.isr),
-                                                answer.partition_epoch)
-                return
-            if code in _REFUSED:
-                log.info("%s-%d: the controller refused ISR %s: %s", topic, partition,
-                         list(change.isr), code.name)
-                self.owner.isr_change_refused(topic, partition, change)
-                return
-            log.debug("%s-%d: ISR %s answered %s; kept pending", topic, partition,
-                      list(change.isr), code.name)
-            await asyncio.sleep(RETRY_BACKOFF_S)
+                self._proposed.set()
 
-    async def _ask(self, topic: str, partition: int, change: IsrChange) -> Any | None:
-        topic_id = self.topic_id(topic)
-        if topic_id is None:
-            return None
-        request = build(AlterPartitionRequest, {
-            "broker_id": self.node_id, "broker_epoch": self.broker_epoch(),
-            "topics": [{"topic_id": topic_id, "partitions": [{
+    def _take_unsent(self) -> dict[tuple[str, int], IsrChange]:
+        """The unsent changes still pending; those whose topic id is not known yet stay."""
+        batch: dict[tuple[str, int], IsrChange] = {}
+        for key, change in list(self._unsent.items()):
+            if self.owner.pending_isr_change(*key) != change:
+                del self._unsent[key]
+            elif self.topic_id(key[0]) is not None:
+                batch[key] = self._unsent.pop(key)
+        return batch
+
+    async def _send(self, batch: dict[tuple[str, int], IsrChange]) -> bool:
+        """One request for `batch`; whether every change in it was settled (else what is
+        still pending was kept for the next)."""
+        try:
+            response = await self.call(self._request(batch))
+        except Exception as e:  # no controller, or none in time: try again
+            log.info("%d ISR changes not answered: %s", len(batch), e)
+            return self._keep(batch)
+        if response.error_code != ErrorCode.none:
+            log.info("AlterPartition of %d ISR changes failed: %s", len(batch),
+                     ErrorCode(response.error_code).name)
+            return self._keep(batch)
+        names = {self.topic_id(topic): topic for topic, _ in batch}
+        unsettled = dict(batch)
+        for t in response.topics:
+            topic = names.get(t.topic_id)
+            for p in t.partitions:
+                change = unsettled.pop((topic, p.partition_index), None) \
+                    if topic is not None else None
+                if change is not None and not self._settle(topic, p, change):
+                    unsettled[(topic, p.partition_index)] = change
+        return self._keep(unsettled)
+
+    def _settle(self, topic: str, answer: Any, change: IsrChange) -> bool:
+        """Apply one partition's answer; False when the change stays pending."""
+        partition, code = answer.partition_index, ErrorCode(answer.error_code)
+        if self.owner.pending_isr_change(topic, partition) != change:
+            return True  # superseded while in flight: the newer change decides
+        if code == ErrorCode.none:
+            self.owner.isr_change_committed(topic, partition, tuple(answer.isr),
+                                            answer.partition_epoch)
+            return True
+        if code in _REFUSED:
+            log.info("%s-%d: the controller refused ISR %s: %s", topic, partition,
+                     list(change.isr), code.name)
+            self.owner.isr_change_refused(topic, partition, change)
+            return True
+        log.debug("%s-%d: ISR %s answered %s; kept pending", topic, partition,
+                  list(change.isr), code.name)
+        return False
+
+    def _keep(self, changes: dict[tuple[str, int], IsrChange]) -> bool:
+        """Put back what is still pending (unless a newer change came); True if nothing."""
+        for key, change in changes.items():
+            if self.owner.pending_isr_change(*key) == change:
+                self._unsent.setdefault(key, change)
+        return not changes
+
+    def _request(self, batch: dict[tuple[str, int], IsrChange]) -> AlterPartitionRequest:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), change in batch.items():
+            by_topic.setdefault(topic, []).append({
                 "partition_index": partition, "leader_epoch": change.leader_epoch,
                 "new_isr": list(change.isr), "leader_recovery_state": RECOVERED,
-                "partition_epoch": change.partition_epoch}]}]})
-        try:
-            response = await self.call(request)
-        except Exception as e:  # no controller, or none in time: try again
-            log.info("%s-%d: ISR change not answered: %s", topic, partition, e)
-            return None
-        if response.error_code != ErrorCode.none:
-            log.info("%s-%d: AlterPartition failed: %s", topic, partition,
-                     ErrorCode(response.error_code).name)
-            return None
-        for t in response.topics:
-            for p in t.partitions:
-                if p.partition_index == partition:
-                    return p
-        return None
+                "partition_epoch": change.partition_epoch})
+        return build(AlterPartitionRequest, {
+            "broker_id": self.node_id, "broker_epoch": self.broker_epoch(),
+            "topics": [{"topic_id": self.topic_id(topic), "partitions": partitions}
+                       for topic, partitions in by_topic.items()]})
 
     async def stop(self) -> None:
-        for task in self._senders.values():
-            task.cancel()
-        await asyncio.gather(*self._senders.values(), return_exceptions=True)
-        self._senders.clear()
+        if self._sender is not None:
+            self._sender.cancel()
+            await asyncio.gather(self._sender, return_exceptions=True)
+        self._sender = None
+        self._unsent.clear()
