@@ -12,8 +12,10 @@ lost or changed (every commit a replica announces agrees with every earlier one,
 of an epoch later than the one a record was committed in holds it — Raft's leader completeness;
 a leader of an older epoch whose votes arrive late may lack it, and can commit nothing); every
 replica's applied records are a prefix of the committed log; a replica's high watermark never
-goes back. After the faults stop, a leader is elected,
-commits new records, and every replica applies everything committed (liveness).
+goes back; a snapshot written lies past the one before it, and one handed back late (as the
+node's writer thread does) is refused only when a newer one was installed meanwhile. After the
+faults stop, a leader is elected, commits new records, and every replica applies everything
+committed (liveness).
 """
 
 from __future__ import annotations
@@ -155,6 +157,8 @@ class Faults:
     crash_mid_step: float = 0.02  # a crash between two actions of a step
     partition_per_s: float = 0.3
     resign_per_s: float = 0.05
+    late_snapshot: float = 0.3  # of snapshots decided: taken up to 1 s later, as the node's
+    # writer thread hands one back after encoding it (installs may have come in between)
 
 
 class Simulation:
@@ -166,6 +170,7 @@ class Simulation:
                  faults: Faults | None = None, trace: bool = False,
                  fetch_max_bytes: int = 8 << 20) -> None:
         self.rng = random.Random(seed)
+        self.late = random.Random(seed ^ 0x1A7E)  # its own stream: the other faults keep theirs
         self.seed, self.trace = seed, trace
         self.faults = faults or Faults()
         # A small fetch size sends one batch per response: followers then hold old records
@@ -260,11 +265,13 @@ class Simulation:
         elif isinstance(action, FlushLog):
             disk.durable = list(disk.batches)
         elif isinstance(action, SaveSnapshot):
+            self._check_snapshot_moves_on(node, action.snapshot_id)
             disk.snapshot = (action.snapshot_id, action.data)
             for kept in ("batches", "durable"):
                 setattr(disk, kept, [b for b in getattr(disk, kept)
                                      if b.base_offset >= action.snapshot_id.offset])
         elif isinstance(action, InstallSnapshot):
+            self._check_snapshot_moves_on(node, action.snapshot_id)
             disk.snapshot = (action.snapshot_id, action.data)
             disk.batches, disk.durable = [], []
             app.load(action.snapshot_id, action.data)
@@ -274,6 +281,13 @@ class Simulation:
             self._apply(node, replica, app, action.high_watermark)
         elif isinstance(action, LeaderChange) and action.leader_id == node:
             self.checker.leader_elected(node, action.epoch, replica)
+
+    def _check_snapshot_moves_on(self, node: int, snapshot_id: OffsetAndEpoch) -> None:
+        """A snapshot written (taken or installed) lies past the one on disk: the log start
+        never moves back."""
+        kept = self.disks[node].snapshot
+        if kept is not None and snapshot_id.offset <= kept[0].offset:
+            raise Violation(f"replica {node} wrote snapshot {snapshot_id} over {kept[0]}")
 
     def _apply(self, node: int, replica: RaftReplica, app: App, high_watermark: int) -> None:
         # Up to the Commit action's high watermark: one step can raise it twice (Commit(29),
@@ -289,10 +303,30 @@ class Simulation:
         if app.since_snapshot >= self.snapshot_every and \
                 app.next_offset > replica.log.start_offset:
             app.since_snapshot = 0
-            actions = replica.take_snapshot(OffsetAndEpoch(app.next_offset, app.last_epoch),
-                                            app.dump())
-            for action in actions:
-                self._do(node, replica, action)
+            taken = (node, replica, OffsetAndEpoch(app.next_offset, app.last_epoch), app.dump())
+            if self.late.random() < self.faults.late_snapshot:
+                self._at(self.now + self.late.randrange(1, 1000), "take", taken)
+            else:
+                self._on_take(taken)
+
+    def _on_take(self, payload: object) -> None:
+        """Hand a snapshot decided earlier to the replica, as the snapshot generator does: a
+        take that a snapshot installed meanwhile made stale is refused (ValueError) and
+        dropped; none may move the log start back."""
+        node, replica, snapshot_id, data = payload  # type: ignore[misc]
+        if self.replicas.get(node) is not replica:
+            return  # decided by an instance that crashed since
+        start = replica.log.start_offset
+        try:
+            actions = replica.take_snapshot(snapshot_id, data)
+        except ValueError:
+            if snapshot_id.offset > start:
+                raise Violation(f"replica {node} refused snapshot {snapshot_id} above its log "
+                                f"start {start}") from None
+            self.stats["stale snapshot dropped"] += 1
+            return
+        for action in actions:
+            self._do(node, replica, action)
 
     def _send(self, message: Message) -> None:
         link = (message.source, message.destination)
