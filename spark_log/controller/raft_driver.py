@@ -146,8 +146,9 @@ class RaftDriver:
         self._delivery.applied = loaded.log.start_offset
         if loaded.snapshot_data is not None and loaded.log.snapshot_id is not None:
             self._delivery.snapshot_loaded(loaded.log.snapshot_id, loaded.snapshot_data)
-        if self._replica.leader_id >= 0:  # a follower again: its listeners learn whom it follows,
-            # as Kafka's raft client tells a listener the current leader when it registers
+        # A follower again: its listeners learn at once whom it follows, as Kafka's raft client
+        # tells a listener the current leader when it registers.
+        if self._replica.leader_id >= 0:
             self._delivery.leader_changed(self._replica.epoch, self._replica.leader_id)
         others = {p: a for p, a in self.addresses.items() if p != self.node_id}
         if others:
