@@ -213,7 +213,11 @@ class ReplicaHandlers:
         elif body.diverging is not None:
             self._truncate_to_divergence(body.diverging.offset, body.diverging.epoch)
         elif body.snapshot_id is not None:
-            s.snapshot = SnapshotFetch(body.snapshot_id)
+            if body.snapshot_id.offset > self.high_watermark:
+                s.snapshot = SnapshotFetch(body.snapshot_id)
+            # Else it answers a fetch sent before this replica committed past that snapshot
+            # (sent on learning the leader, ahead of appending the answer that named it): the
+            # next fetch, from the log's end, is served from the leader's log.
         else:
             self._append_fetched(body)
         self._fetch_from_leader(now)

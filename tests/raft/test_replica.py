@@ -140,3 +140,26 @@ def test_a_follower_whose_snapshot_the_leader_replaced_keeps_following_it() -> N
         assert r.leader_id == 1 and r.epoch == 1 and sent(actions, VoteRequest) is None
         assert r.state.fetch_deadline == now + 50 + timeout
     assert r.leader_id == 1 and r.epoch == 1
+
+
+def test_a_snapshot_named_in_answer_to_a_stale_fetch_is_not_fetched() -> None:
+    """A fetch sent before the replica committed past the leader's snapshot is answered with
+    that snapshot: the replica already holds everything below it, so it fetches records from
+    its log's end instead (installing it would move its high watermark back)."""
+    from spark_log.raft.messages import Batch, FetchSnapshotRequest, OffsetAndEpoch
+
+    r = RaftReplica(2, QuorumConfig(frozenset({1, 2, 3})), ElectionState(1, 1, -1),
+                    ReplicatedLog(), None, 0, random.Random(7))
+    fetch = sent(r.tick(0), FetchRequest)
+    assert fetch is not None
+    batches = tuple(Batch(i, 1, (b"x",)) for i in range(4))
+    answer = FetchResponse(Error.NONE, 1, 1, high_watermark=4, log_start_offset=0,
+                           batches=batches)
+    fetch = sent(r.receive(Message(1, 2, fetch.correlation_id, answer), 10), FetchRequest)
+    assert fetch is not None and r.high_watermark == 4
+    stale = FetchResponse(Error.NONE, 1, 1, high_watermark=6, log_start_offset=3,
+                          snapshot_id=OffsetAndEpoch(3, 1))
+    actions = r.receive(Message(1, 2, fetch.correlation_id, stale), 20)
+    assert sent(actions, FetchSnapshotRequest) is None
+    again = sent(actions, FetchRequest)
+    assert again is not None and again.body.fetch_offset == 4 and r.high_watermark == 4
