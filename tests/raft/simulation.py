@@ -1,6 +1,7 @@
 """A deterministic simulator of the controller quorum: real `RaftReplica` state machines, a
-simulated network that drops, delays, duplicates and reorders messages and cuts links, replicas
-that crash and restart with only what they made durable, and a checker of Raft's promises.
+simulated network that drops, delays, duplicates and reorders messages and cuts links (and,
+like TCP, never carries a message across a restart of either end's process), replicas that
+crash and restart with only what they made durable, and a checker of Raft's promises.
 
 Everything random comes from one seed, so a failing seed replays exactly:
 
@@ -190,6 +191,7 @@ class Simulation:
         self._seq = 0
         self.proposed = 0
         self.stats: Counter[str] = Counter()  # actions carried out, crashes
+        self.starts: Counter[int] = Counter()  # of each node
         for node in self.nodes:
             self._start(node)
 
@@ -216,10 +218,13 @@ class Simulation:
             return  # a tick of an instance that crashed since
         self._carry_out(node, replica.tick(self.now))
 
-    def _on_deliver(self, message: object) -> None:
-        assert isinstance(message, Message)
+    def _on_deliver(self, payload: object) -> None:
+        """Deliver to the instance the message was sent to: as over a TCP connection, a message
+        to a replica that restarted since is lost (its correlation ids start again, so a late
+        answer to its previous instance must never reach the new one)."""
+        message, addressee = payload  # type: ignore[misc]
         replica = self.replicas.get(message.destination)
-        if replica is not None:
+        if replica is not None and replica is addressee:
             self._carry_out(message.destination, replica.receive(message, self.now))
 
     def _on_propose(self, _: object) -> None:
@@ -334,10 +339,11 @@ class Simulation:
         if link in self.cut or (faulty and self.rng.random() < self.faults.drop):
             return
         copies = 2 if faulty and self.rng.random() < self.faults.duplicate else 1
+        addressee = self.replicas.get(message.destination)
         for _ in range(copies):
             slow = faulty and self.rng.random() < self.faults.slow
             delay = self.rng.randrange(50, 600) if slow else self.rng.randrange(1, 10)
-            self._at(self.now + delay, "deliver", message)
+            self._at(self.now + delay, "deliver", (message, addressee))
 
     # ---- crashes, restarts and other faults -----------------------------------------------
     def _start(self, node: int) -> None:
@@ -346,6 +352,10 @@ class Simulation:
         log = ReplicatedLog(snapshot_id, list(disk.batches))
         replica = RaftReplica(node, self.config, disk.election, log, data, self.now,
                               random.Random(self.rng.randrange(1 << 30)))
+        # A restarted process talks over new connections, so an answer to its previous
+        # instance never completes one of its requests: its correlation ids start afresh.
+        self.starts[node] += 1
+        replica.requests._next = self.starts[node] << 32
         self.replicas[node] = replica
         app = self.apps[node] = App()
         if snapshot_id is not None and data is not None:

@@ -29,11 +29,13 @@ def test_a_thousand_seeds_keep_every_promise(chunk: int) -> None:
     seeded_runs.check_seeds(run_seed, range(chunk, SEEDS, CHUNKS), "tests.raft.simulation")
 
 
-@pytest.mark.parametrize("seed", [55201, 55753])
+@pytest.mark.parametrize("seed", [55201, 55753, 86866])
 def test_seeds_the_long_run_found_keep_every_promise(seed: int) -> None:
-    """With snapshots handed back late, a replica that learned its leader from a fetch answer
-    sent its next fetch before appending that answer; the leader, having snapshotted past the
-    stale offset meanwhile, named a snapshot below the replica's high watermark."""
+    """55201, 55753: with snapshots handed back late, a replica that learned its leader from a
+    fetch answer sent its next fetch before appending that answer; the leader, having
+    snapshotted past the stale offset meanwhile, named a snapshot below the replica's high
+    watermark. 86866: the simulator's own network delivered a leader's late answer to a
+    follower's previous instance to the restarted one, which reused its correlation ids."""
     assert violations(range(seed, seed + 1)) == []
 
 
