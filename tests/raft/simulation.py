@@ -1,6 +1,6 @@
 """A deterministic simulator of the controller quorum: real `RaftReplica` state machines, a
 simulated network that drops, delays, duplicates and reorders messages and cuts links (and,
-like TCP, never carries a message across a restart of either end's process), replicas that
+like TCP, never hands a restarted process what was sent to its previous one), replicas that
 crash and restart with only what they made durable, and a checker of Raft's promises.
 
 Everything random comes from one seed, so a failing seed replays exactly:
