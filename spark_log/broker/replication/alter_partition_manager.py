@@ -95,8 +95,9 @@ class AlterPartitionManager:
     async def _send(self, batch: dict[tuple[str, int], IsrChange]) -> bool:
         """One request for `batch`; whether every change in it was settled (else what is
         still pending was kept for the next)."""
+        ids = {topic: self.topic_id(topic) for topic, _ in batch}
         try:
-            response = await self.call(self._request(batch))
+            response = await self.call(self._request(batch, ids))
         except Exception as e:  # no controller, or none in time: try again
             log.info("%d ISR changes not answered: %s", len(batch), e)
             return self._keep(batch)
@@ -104,15 +105,13 @@ class AlterPartitionManager:
             log.info("AlterPartition of %d ISR changes failed: %s", len(batch),
                      ErrorCode(response.error_code).name)
             return self._keep(batch)
-        names = {self.topic_id(topic): topic for topic, _ in batch}
+        names = {topic_id: topic for topic, topic_id in ids.items()}
         unsettled = dict(batch)
         for t in response.topics:
-            topic = names.get(t.topic_id)
             for p in t.partitions:
-                change = unsettled.pop((topic, p.partition_index), None) \
-                    if topic is not None else None
-                if change is not None and not self._settle(topic, p, change):
-                    unsettled[(topic, p.partition_index)] = change
+                key = (names.get(t.topic_id), p.partition_index)
+                if key in unsettled and self._settle(key[0], p, unsettled[key]):
+                    del unsettled[key]
         return self._keep(unsettled)
 
     def _settle(self, topic: str, answer: Any, change: IsrChange) -> bool:
@@ -140,7 +139,8 @@ class AlterPartitionManager:
                 self._unsent.setdefault(key, change)
         return not changes
 
-    def _request(self, batch: dict[tuple[str, int], IsrChange]) -> AlterPartitionRequest:
+    def _request(self, batch: dict[tuple[str, int], IsrChange],
+                 ids: dict[str, UUID | None]) -> AlterPartitionRequest:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), change in batch.items():
             by_topic.setdefault(topic, []).append({
@@ -149,7 +149,7 @@ class AlterPartitionManager:
                 "partition_epoch": change.partition_epoch})
         return build(AlterPartitionRequest, {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch(),
-            "topics": [{"topic_id": self.topic_id(topic), "partitions": partitions}
+            "topics": [{"topic_id": ids[topic], "partitions": partitions}
                        for topic, partitions in by_topic.items()]})
 
     async def stop(self) -> None:
