@@ -34,8 +34,10 @@ class Listeners:
 
 class Delivery:
     """Invariants: committed batches are delivered once each, in offset order, from `applied`
-    on (a loaded snapshot moves `applied` to its end offset first); every wait ends, with the
-    outcome of the batch committed at its offset or with the driver's stop. Not thread-safe."""
+    on (a loaded snapshot moves `applied` to its end offset first); a proposal's wait ends as
+    soon as the committed log decides it (its batch committed at its offset; or replaced: another
+    batch committed there, or one of a later epoch at or below it), or with the driver's stop.
+    Not thread-safe."""
 
     def __init__(self, applied: int) -> None:
         self.listeners = Listeners()
@@ -82,6 +84,10 @@ class Delivery:
             self._settle(offset, ProposalLostError(
                 f"the records proposed at offset {offset} are covered by a snapshot from the "
                 f"leader ({snapshot_id}): whether they were committed is not known"))
+        for offset in [o for o in self._proposals if self._proposals[o] < snapshot_id.epoch]:
+            self._settle(offset, ProposalLostError(  # as in _settle_batch: a later epoch below
+                f"the records proposed at offset {offset} in epoch {self._proposals[offset]} "
+                f"were replaced: the leader's snapshot {snapshot_id} ends in a later epoch"))
         for on_snapshot in list(self.listeners.snapshot):
             on_snapshot(snapshot_id, data)
 
@@ -118,7 +124,12 @@ class Delivery:
         await future
 
     def _settle_batch(self, batch: Batch) -> None:
-        for offset in [o for o in self._proposals if batch.base_offset <= o < batch.next_offset]:
+        # Epochs never decrease along a log, so a committed batch of a later epoch at or below
+        # a proposal's offset means no log that will ever be committed holds that proposal,
+        # even when nothing has been committed at its own offset yet (a new leader whose log
+        # was shorter commits its epoch-start record below it, and may commit nothing more).
+        for offset in [o for o in self._proposals if batch.base_offset <= o and
+                       (o < batch.next_offset or batch.epoch > self._proposals[o])]:
             epoch = self._proposals[offset]
             lost = None if (offset, epoch) == (batch.base_offset, batch.epoch) else \
                 ProposalLostError(f"the records proposed at offset {offset} in epoch {epoch} "

@@ -243,8 +243,8 @@ class RaftDriver:
 
     async def wait_committed(self, offset: int, timeout_s: float | None = None) -> None:
         """Until the records proposed at `offset` are committed (ProposalLostError when the
-        leader lost its epoch first and others were committed there; TimeoutError;
-        DriverStoppedError)."""
+        leader lost its epoch first and the committed log replaced them: other records at their
+        offset, or a later epoch's at or below it; TimeoutError; DriverStoppedError)."""
         self._check_running()
         await within(timeout_s, self._delivery.wait(offset))
 

@@ -194,6 +194,40 @@ def test_a_proposal_of_a_leader_cut_off_from_the_quorum_is_reported_lost(tmp_pat
     run(scenario())
 
 
+def test_every_proposal_of_a_cut_off_leader_is_reported_lost_while_the_quorum_idles(
+        tmp_path: Path) -> None:
+    """Two batches proposed on a leader nobody can reach; the new leader's log is shorter and
+    its epoch-start record, the only thing committed after, covers the first offset alone. The
+    second is lost all the same: a later epoch is committed below it, and epochs never go back
+    along a log. (Nothing more is proposed, as in a quiet cluster, so nothing else settles it.)"""
+    async def scenario() -> None:
+        quorum = Quorum(tmp_path)
+        waits: list[asyncio.Future[None]] = []
+        try:
+            await quorum.start()
+            await quorum.propose([b"committed"])
+            old = await quorum.leader()
+            await quorum.nodes[old].cut_off()
+            offsets = [quorum.driver(old).propose([b"first"]),
+                       quorum.driver(old).propose([b"second"])]
+            waits = [asyncio.ensure_future(quorum.driver(old).wait_committed(o, 10))
+                     for o in offsets if o is not None]
+            assert len(waits) == 2
+            new = await quorum.leader(other_than=old)
+            await quorum.all_applied([b"committed"], nodes=[new])
+            await quorum.nodes[old].listen()  # reachable again: it follows and truncates
+            for offset, waiting in zip(offsets, waits, strict=True):
+                with pytest.raises(ProposalLostError, match=f"offset {offset} in epoch"):
+                    await waiting
+            assert quorum.driver(old).replica.log.end_offset == offsets[0] + 1  # type: ignore
+        finally:
+            await quorum.close()
+            for waiting in waits:
+                waiting.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+    run(scenario())
+
+
 def test_a_leader_that_resigns_hands_over_before_a_fetch_timeout(tmp_path: Path) -> None:
     """EndQuorumEpoch: the most up-to-date follower stands at once instead of waiting for its
     fetch timeout to notice the leader is gone."""
