@@ -224,9 +224,11 @@ class RaftReplica(ReplicaHandlers):
     def _become_follower(self, epoch: int, leader_id: int, now: int, voted_id: int) -> None:
         if leader_id == self.node_id:
             raise QuorumSafetyError(f"replica {self.node_id} told to follow itself in {epoch}")
+        # No fetch here: the message that named the leader may carry records not appended yet
+        # (a fetch answer), and a fetch sent now would ask from a stale end. With nothing
+        # asked of the leader, `next_deadline` is at once, so the next tick fetches.
         self._transition(Follower(epoch, leader_id, now + self.config.fetch_timeout_ms,
                                   voted_id), voted_id)
-        self._fetch_from_leader(now)
 
     def _become_candidate(self, now: int) -> None:
         epoch = self.state.epoch + 1

@@ -215,9 +215,9 @@ class ReplicaHandlers:
         elif body.snapshot_id is not None:
             if body.snapshot_id.offset > self.high_watermark:
                 s.snapshot = SnapshotFetch(body.snapshot_id)
-            # Else it answers a fetch sent before this replica committed past that snapshot
-            # (sent on learning the leader, ahead of appending the answer that named it): the
-            # next fetch, from the log's end, is served from the leader's log.
+            # Else it answers a stale fetch, sent before this replica committed past that
+            # snapshot (as Kafka, a snapshot at or below what is committed never truncates):
+            # the next fetch, from the log's end, is served from the leader's log.
         else:
             self._append_fetched(body)
         self._fetch_from_leader(now)

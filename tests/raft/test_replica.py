@@ -59,9 +59,12 @@ def test_a_follower_flushes_what_it_fetched_before_fetching_again() -> None:
     from spark_log.raft.messages import Batch, BeginQuorumEpochRequest
 
     actions = r.receive(Message(1, 2, 2, BeginQuorumEpochRequest(1, 1)), 1)
-    fetch = next(a.message for a in actions if isinstance(a, Send) and
-                 isinstance(a.message.body, FetchRequest))
     assert isinstance(next(a for a in actions if isinstance(a, LeaderChange)), LeaderChange)
+    assert not any(isinstance(a, Send) and isinstance(a.message.body, FetchRequest)
+                   for a in actions)  # it fetches at its next tick, which is at once
+    assert r.next_deadline() == -1
+    fetch = next(a.message for a in r.tick(1) if isinstance(a, Send) and
+                 isinstance(a.message.body, FetchRequest))
     batch = Batch(0, 1, (b"x",))
     response = FetchResponse(Error.NONE, 1, 1, high_watermark=1, log_start_offset=0,
                              batches=(batch,))
