@@ -7,7 +7,10 @@ partition, is SIGKILLed and restarted (every partition recovers its unflushed ta
 is timed from the process launch until broker.json is written (listening) and until a Metadata
 request for one topic is answered with all its leaders. Baselines in the same run: the same
 for an empty broker, and a plain walk of the data directory that opens and stats every file.
-Each clean shutdown is timed too, and each round of records.
+Each clean shutdown is timed too, and each round of records. With `--restarts N`, N more
+clean restarts follow, each timed, with the metadata log's size and newest snapshot before it:
+every restart adds its shutdown's and its start's leadership changes to the log, and a start
+replays the log from the newest snapshot on.
 
 Memory: the broker's VmRSS (from /proc) as the partitions are created (0, 1,000, 5,000,
 10,000 by default) and, on another empty broker, with 0 to 10,000 idle connections open to it
@@ -17,6 +20,7 @@ idle).
 Usage, from the repository root:
     python bench/startup.py [--topics 100] [--per-topic 100] [--records 10] [--repeat 3]
                             [--connections 1000,5000,10000] [--only startup,connections]
+                            [--restarts 0]
 """
 
 from __future__ import annotations
@@ -197,6 +201,32 @@ def bench_startup(args: argparse.Namespace, work: Path) -> None:
               f"{fmt(ready, empty_ready)}   x{ready / walk:.1f} of the walk   "
               f"(the records before the kill: {took:.1f} s)")
     print(f"clean shutdown: {timed_stop(broker):.1f} s")
+    if args.restarts:
+        bench_restarts(broker, topics[-1], args.per_topic, args.restarts, empty_ready)
+
+
+def metadata_log_state(data_dir: Path) -> str:
+    """The metadata log's bytes on disk and its newest snapshot's end offset, from file names."""
+    directory = data_dir / "__cluster_metadata-0"
+    names = os.listdir(directory)
+    size = sum((directory / n).stat().st_size for n in names if n.endswith(".log"))
+    snapshots = sorted(int(n.split("-")[0]) for n in names if n.endswith(".checkpoint"))
+    return f"metadata log {size / 2**20:5.1f} MiB, newest snapshot at " + \
+        (f"offset {snapshots[-1]:,}" if snapshots else "none")
+
+
+def bench_restarts(broker: BrokerProcess, probe_topic: str, partitions: int, restarts: int,
+                   empty_ready: float) -> None:
+    """Clean restarts one after another, as a sidecar started on demand sees them: every one
+    adds the records of its shutdown and its start to the metadata log, which a start replays
+    from the newest snapshot on."""
+    print(f"{restarts} clean restarts in a row (each start, then a clean shutdown):")
+    for i in range(restarts):
+        state = metadata_log_state(broker.data_dir)
+        _, ready = timed_start(broker, probe_topic, partitions)
+        stopped = timed_stop(broker)
+        print(f"  restart {i + 1:3d}: Metadata answered {fmt(ready, empty_ready)}   "
+              f"(before it: {state})   then a clean shutdown {stopped:.1f} s", flush=True)
 
 
 def api_versions_frame(correlation: int) -> bytes:
@@ -251,6 +281,8 @@ def main() -> None:
     parser.add_argument("--connections", default="1000,5000,10000")
     parser.add_argument("--only", default="startup,connections")
     parser.add_argument("--keep", action="store_true", help="keep the data and broker logs")
+    parser.add_argument("--restarts", type=int, default=0,
+                        help="then this many more clean restarts, each timed")
     args = parser.parse_args()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     work = Path(tempfile.mkdtemp(prefix="spark-log-startup-"))
