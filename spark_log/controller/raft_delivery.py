@@ -105,6 +105,16 @@ class Delivery:
 
     # ---- proposals --------------------------------------------------------------------------
     def proposed(self, offset: int, epoch: int) -> None:
+        """Records were proposed at `offset` in `epoch`. An offset is proposed again only after
+        the log was cut below it: an outcome kept for the earlier proposal is not this one's,
+        and an earlier proposal still waiting can no longer be told apart from this one."""
+        earlier = self._proposals.get(offset)
+        if earlier is not None and earlier != epoch:
+            self._settle(offset, ProposalLostError(
+                f"the records proposed at offset {offset} in epoch {earlier} left this "
+                f"replica's log, which holds others proposed there in epoch {epoch}: whether "
+                f"they were committed is not known"))
+        self._outcomes.pop(offset, None)
         self._proposals[offset] = epoch
 
     async def wait(self, offset: int) -> None:
