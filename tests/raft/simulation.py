@@ -16,7 +16,8 @@ replica's applied records are a prefix of the committed log; a replica's high wa
 goes back; a snapshot written lies past the one before it, and one handed back late (as the
 node's writer thread does) is refused only when a newer one was installed meanwhile. After the
 faults stop, a leader is elected, commits new records, and every replica applies everything
-committed (liveness).
+committed (liveness); then a follower killed and restarted in the calm rejoins its leader
+without anybody standing for election (no needless failover).
 """
 
 from __future__ import annotations
@@ -46,10 +47,7 @@ from spark_log.raft.messages import Batch, Message, OffsetAndEpoch
 from spark_log.raft.replica import RaftReplica
 from spark_log.raft.replicated_log import ReplicatedLog
 from tests import seeded_runs
-
-
-class Violation(AssertionError):
-    """A promise of the quorum was broken."""
+from tests.raft.simulation_checker import Checker, Violation
 
 
 @dataclass
@@ -85,67 +83,6 @@ class App:
 
     def dump(self) -> bytes:
         return json.dumps([(o, r.decode("latin-1")) for o, r in self.applied]).encode()
-
-
-class Checker:
-    def __init__(self) -> None:
-        self.committed: list[tuple[int, int, bytes, bool]] = []  # (offset, epoch, record, ctl)
-        self.commit_epochs: list[int] = []  # per committed offset: the first epoch it was in
-        self.leaders: dict[int, int] = {}
-        self.high_watermarks: dict[int, int] = {}
-
-    def leader_elected(self, node: int, epoch: int, replica: RaftReplica) -> None:
-        other = self.leaders.setdefault(epoch, node)
-        if other != node:
-            raise Violation(f"epoch {epoch} has two leaders: {other} and {node}")
-        log = replica.log
-        for offset, epoch_, record, control in self.committed[log.start_offset:]:
-            if self.commit_epochs[offset] >= epoch:
-                continue  # committed in this epoch or a later one: not this leader's to hold
-            batch = _batch_at(log, offset)
-            if batch is None or (batch.epoch, batch.records[offset - batch.base_offset],
-                                 batch.control) != (epoch_, record, control):
-                raise Violation(f"new leader {node} of epoch {epoch} lacks committed offset "
-                                f"{offset} (has {batch})")
-
-    def committed_to(self, node: int, hw: int, replica: RaftReplica) -> None:
-        if hw < self.high_watermarks.get(node, -1):
-            raise Violation(f"replica {node}'s high watermark went back to {hw}")
-        self.high_watermarks[node] = hw
-        log = replica.log
-        for batch in log.batches:
-            if batch.base_offset >= hw:
-                break
-            for i, record in enumerate(batch.records):
-                offset = batch.base_offset + i
-                entry = (offset, batch.epoch, record, batch.control)
-                if offset < len(self.committed):
-                    if self.committed[offset] != entry:
-                        raise Violation(f"replica {node} commits {entry} where "
-                                        f"{self.committed[offset]} was committed")
-                    self.commit_epochs[offset] = min(self.commit_epochs[offset], replica.epoch)
-                elif offset == len(self.committed):
-                    self.committed.append(entry)
-                    self.commit_epochs.append(replica.epoch)
-                else:
-                    raise Violation(f"replica {node} commits offset {offset} past the committed "
-                                    f"end {len(self.committed)}")
-
-    def applied(self, node: int, app: App) -> None:
-        records = [(o, r) for o, _, r, control in self.committed if not control]
-        if app.applied != records[: len(app.applied)]:
-            raise Violation(f"replica {node} applied records that are not a prefix of the "
-                            f"committed log")
-
-    def restarted(self, node: int) -> None:
-        self.high_watermarks.pop(node, None)  # volatile: learnt again from the leader
-
-
-def _batch_at(log: ReplicatedLog, offset: int) -> Batch | None:
-    for batch in log.batches:
-        if batch.base_offset <= offset <= batch.last_offset:
-            return batch
-    return None
 
 
 @dataclass
@@ -191,6 +128,10 @@ class Simulation:
         self._seq = 0
         self.proposed = 0
         self.stats: Counter[str] = Counter()  # actions carried out, crashes
+        # Until the calm restart every step schedules a tick of its own, so a replica ticks far
+        # more often than the driver's one timer would tick it (harmless to safety, but costly
+        # in an idle quorum); from then on each replica has one timer, as the driver does.
+        self._timers: dict[int, int] | None = None
         self.starts: Counter[int] = Counter()  # of each node
         for node in self.nodes:
             self._start(node)
@@ -207,15 +148,23 @@ class Simulation:
         self._at(self.fault_ms, "heal")
         for node in self.nodes:
             self._at(0, "tick", (node, self.replicas[node]))
+        self._run_until(end)
+        self._check_liveness()
+        self._check_calm_restart()
+
+    def _run_until(self, end: int) -> None:
         while self._queue and self._queue[0][0] <= end:
             self.now, _, kind, payload = heapq.heappop(self._queue)
             getattr(self, f"_on_{kind}")(payload)
-        self._check_liveness()
 
     def _on_tick(self, payload: object) -> None:
         node, replica = payload  # type: ignore[misc]
         if self.replicas.get(node) is not replica:
             return  # a tick of an instance that crashed since
+        if self._timers is not None:
+            if self._timers.get(node) != self.now:
+                return  # superseded by an earlier one
+            del self._timers[node]
         self._carry_out(node, replica.tick(self.now))
 
     def _on_deliver(self, payload: object) -> None:
@@ -228,6 +177,8 @@ class Simulation:
             self._carry_out(message.destination, replica.receive(message, self.now))
 
     def _on_propose(self, _: object) -> None:
+        if self.now > self.fault_ms + self.heal_ms:
+            return  # the calm restart after the liveness check: an idle quorum
         leaders = [(n, r) for n, r in self.replicas.items() if r.is_leader]
         for node, replica in leaders[:1]:
             self.proposed += 1
@@ -237,8 +188,14 @@ class Simulation:
 
     def _schedule_tick(self, node: int) -> None:
         replica = self.replicas.get(node)
-        if replica is not None:
-            self._at(max(self.now + 1, replica.next_deadline()), "tick", (node, replica))
+        if replica is None:
+            return
+        at = max(self.now + 1, replica.next_deadline())
+        if self._timers is not None:  # one timer a replica, as the driver has
+            if self.now < self._timers.get(node, -1) <= at:
+                return
+            self._timers[node] = at
+        self._at(at, "tick", (node, replica))
 
     # ---- carrying out actions -------------------------------------------------------------
     def _carry_out(self, node: int, actions: list[Action]) -> None:
@@ -280,7 +237,7 @@ class Simulation:
             disk.snapshot = (action.snapshot_id, action.data)
             disk.batches, disk.durable = [], []
             app.load(action.snapshot_id, action.data)
-            self.checker.applied(node, app)
+            self.checker.applied(node, app.applied)
         elif isinstance(action, Commit):
             self.checker.committed_to(node, action.high_watermark, replica)
             self._apply(node, replica, app, action.high_watermark)
@@ -304,7 +261,7 @@ class Simulation:
                 app.applied += [(batch.base_offset + i, r) for i, r in enumerate(batch.records)]
             app.next_offset, app.last_epoch = batch.next_offset, batch.epoch
             app.since_snapshot += len(batch.records)
-        self.checker.applied(node, app)
+        self.checker.applied(node, app.applied)
         if app.since_snapshot >= self.snapshot_every and \
                 app.next_offset > replica.log.start_offset:
             app.since_snapshot = 0
@@ -363,13 +320,16 @@ class Simulation:
         self.checker.restarted(node)
         self._schedule_tick(node)
 
-    def _crash(self, node: int, power_loss: bool) -> None:
+    def _crash(self, node: int, power_loss: bool, down_ms: tuple[int, int] = (200, 3000)
+               ) -> None:
         if self.trace:
             print(f"{self.now:>7} n{node} CRASH power_loss={power_loss}")
         del self.replicas[node]
+        if self._timers is not None:
+            self._timers.pop(node, None)
         self.disks[node].crash(power_loss)
         self.stats["power loss" if power_loss else "crash"] += 1
-        self._at(self.now + self.rng.randrange(200, 3000), "restart", node)
+        self._at(self.now + self.rng.randrange(*down_ms), "restart", node)
 
     def _on_restart(self, node: object) -> None:
         assert isinstance(node, int)
@@ -430,7 +390,34 @@ class Simulation:
             if replica.high_watermark < committed_end - 10:
                 raise Violation(f"replica {node} did not catch up: high watermark "
                                 f"{replica.high_watermark}, committed {committed_end}")
-            self.checker.applied(node, app)
+            self.checker.applied(node, app.applied)
+
+
+    def _check_calm_restart(self) -> None:
+        """A follower killed and restarted while its leader is healthy, the network calm and
+        nothing proposed rejoins that leader: nobody stands for election, so the epoch stays (a
+        restart must not cost a failover). Watched for two fetch timeouts after it is back."""
+        leader = next(n for n, r in self.replicas.items() if r.is_leader)
+        epoch = self.replicas[leader].epoch
+        followers = sorted(self.config.voters - {leader})
+        if not followers:
+            return
+        node = self.rng.choice(followers)
+        self._queue = [event for event in self._queue if event[2] != "tick"]
+        heapq.heapify(self._queue)
+        self._timers = {}
+        for each in self.replicas:
+            self._schedule_tick(each)
+        if self.trace:
+            print(f"{self.now:>7} calm restart of n{node} (leader n{leader}, epoch {epoch})")
+        self._crash(node, power_loss=False, down_ms=(100, 500))
+        self.stats["calm restart"] += 1
+        self._run_until(self.now + 500 + 2 * self.config.fetch_timeout_ms)
+        changed = {n: (r.epoch, r.leader_id) for n, r in self.replicas.items()
+                   if (r.epoch, r.leader_id) != (epoch, leader)}
+        if changed:
+            raise Violation(f"restarting follower {node} in a calm quorum (leader {leader}, "
+                            f"epoch {epoch}) changed the leadership: {changed}")
 
 
 def run_seed(seed: int, trace: bool = False) -> Simulation:
