@@ -199,9 +199,11 @@ def test_every_proposal_of_a_cut_off_leader_is_reported_lost_while_the_quorum_id
     """Two batches proposed on a leader nobody can reach; the new leader's log is shorter and
     its epoch-start record, the only thing committed after, covers the first offset alone. The
     second is lost all the same: a later epoch is committed below it, and epochs never go back
-    along a log. (Nothing more is proposed, as in a quiet cluster, so nothing else settles it.)"""
+    along a log. (Nothing more is proposed, as in a quiet cluster, so nothing else settles it.)
+    A fetch timeout of a second gives the old leader that long to take both proposals before it
+    resigns for want of fetches, however busy the machine."""
     async def scenario() -> None:
-        quorum = Quorum(tmp_path)
+        quorum = Quorum(tmp_path, fetch_timeout_ms=1000)
         waits: list[asyncio.Future[None]] = []
         try:
             await quorum.start()
