@@ -91,9 +91,10 @@ def truncated_middle_anywhere(d: Path, rng: random.Random) -> int | None:
     damage and the segments after it are served."""
     segment = middle(layout(d))
     between = {pos + header.size for pos, header in segment.batches}
-    position = rng.randrange(1, segment.log.stat().st_size)
+    size = segment.log.stat().st_size
+    position = rng.randrange(1, size)
     while position in between:
-        position = rng.randrange(1, segment.log.stat().st_size)
+        position = rng.randrange(1, size)
     os.truncate(segment.log, position)
     return cut_at(segment.batches, position)
 

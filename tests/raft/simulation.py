@@ -392,7 +392,6 @@ class Simulation:
                                 f"{replica.high_watermark}, committed {committed_end}")
             self.checker.applied(node, app.applied)
 
-
     def _check_calm_restart(self) -> None:
         """A follower killed and restarted while its leader is healthy, the network calm and
         nothing proposed rejoins that leader: nobody stands for election, so the epoch stays (a
