@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -38,9 +39,10 @@ from spark_log.clock import SYSTEM_CLOCK, Clock
 from spark_log.controller.batch_decoder import BatchDecoder
 from spark_log.controller.controller_config import settings_from, timings_from
 from spark_log.controller.feature_control import bootstrap_records
-from spark_log.controller.metadata_loader import MetadataLoader
+from spark_log.controller.metadata_loader import MetadataLoader, decode_batch
 from spark_log.controller.quorum_controller import QuorumController
 from spark_log.controller.raft_driver import RaftDriver
+from spark_log.controller.record_memo import RecordMemo
 from spark_log.controller.snapshot_generator import SnapshotGenerator
 from spark_log.metadata.metadata_topic import METADATA_LOG_DIR
 from spark_log.node_config.broker_config import BrokerConfig
@@ -80,6 +82,7 @@ class Node:
         self._elections: ElectionTimer | None = None
         self._metrics_server: asyncio.Server | None = None
         self._leader = -1
+        self._memo = RecordMemo()  # closed once the node has started
         self.incarnation_id = uuid.uuid4()  # this process's broker registration
 
     # ---- what tests and tools read --------------------------------------------------------
@@ -102,6 +105,7 @@ class Node:
         if self.broker is not None:
             await self.broker.start()
             self._write_info()
+        self._memo.close()
         log.info("Node %d (roles %s, cluster %s) started", self.node_id,
                  ",".join(sorted(self.config.roles)), self.cluster_id)
 
@@ -137,8 +141,10 @@ class Node:
             self.node_id, config.quorum_config(), metadata_dir, cluster_id=self.cluster_id,
             addresses=config.voters, listener_name=listener)
         driver.on_leader_change(self._leader_changed)
-        # A combined node's controller and broker replay the same batches: decoded once.
-        decode = BatchDecoder(readers=2 if config.is_controller else 1)
+        # A combined node's controller and broker replay the same batches: decoded once; and
+        # while the node starts, each distinct record value of its log once (`RecordMemo`).
+        decode = BatchDecoder(readers=2 if config.is_controller else 1,
+                              decode=functools.partial(decode_batch, decode=self._memo))
         self.loader = loader = MetadataLoader(driver, node_id=self.node_id, decode=decode)
         self.snapshots = SnapshotGenerator(
             driver, node_id=self.node_id,

@@ -70,13 +70,15 @@ class QuorumSource(Protocol):
     def on_snapshot(self, listener: Callable[[OffsetAndEpoch, bytes], None]) -> None: ...
 
 
-def decode_batch(batch: Batch) -> list[MetadataRecord]:
-    """The metadata records of a (non-control) batch; MetadataLoadError naming the offset and
-    the bytes of the first record that does not decode."""
+def decode_batch(batch: Batch, decode: Callable[[bytes], MetadataRecord] = decode_record
+                 ) -> list[MetadataRecord]:
+    """The metadata records of a (non-control) batch, each value read by `decode`;
+    MetadataLoadError naming the offset and the bytes of the first record that does not
+    decode."""
     records = []
     for index, value in enumerate(batch.records):
         try:
-            records.append(decode_record(value))
+            records.append(decode(value))
         except RecordDecodeError as exc:
             shown = bytes(value[:_SHOWN_BYTES]).hex()
             more = "..." if len(value) > _SHOWN_BYTES else ""
