@@ -5,7 +5,6 @@ every change bumps the partition epoch), written back as the same PartitionRecor
 from __future__ import annotations
 
 import uuid
-from dataclasses import FrozenInstanceError, fields
 
 import pytest
 from hypothesis import given, settings
@@ -106,8 +105,8 @@ def test_a_partition_record_round_trips_through_the_registration(record):
     leader_recovery_state=st.sampled_from([-1, 0, 1])))
 def test_a_merge_equals_the_registration_built_with_its_checks(record):
     after = BASE.merge(record)
-    checked = PartitionRegistration(*(getattr(after, spec.name) for spec in fields(after)))
-    assert after == checked
+    checked = PartitionRegistration(*after)
+    assert after == checked and type(after) is PartitionRegistration
     assert hash(after) == hash(checked)
-    with pytest.raises(FrozenInstanceError):
+    with pytest.raises(AttributeError):
         after.leader = 9  # type: ignore[misc]
