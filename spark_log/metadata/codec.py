@@ -27,6 +27,7 @@ from .errors import RecordDecodeError, RecordEncodeError
 from .read_plan import FixedRun, int32_array, read_plan
 from .records import RECORD_TYPES, ZERO_UUID, MetadataRecord
 from .schema import FieldSpec, Wire, fields_of
+from .write_plan import write_plan
 
 __all__ = [
     "FRAME_VERSION",
@@ -78,6 +79,14 @@ def encode_record(record: MetadataRecord, version: int | None = None) -> bytes:
     if not 0 <= version <= record_type.HIGHEST_VERSION:
         raise RecordEncodeError(f"{record_type.__name__} has no version {version} "
                                 f"(0-{record_type.HIGHEST_VERSION})")
+    fast = write_plan(record_type, version)
+    data = None if fast is None else fast(record)
+    return _encode_by_schema(record, version) if data is None else data
+
+
+def _encode_by_schema(record: MetadataRecord, version: int) -> bytes:
+    """`encode_record` by walking the schema field by field (every record, every error)."""
+    record_type = type(record)
     out = io.BytesIO()
     out.write(uvarint(FRAME_VERSION) + uvarint(record_type.API_KEY) + uvarint(version))
     _write_struct(out, record, version, f"{record_type.__name__} v{version}")
