@@ -91,9 +91,9 @@ def _value_writer(spec: FieldSpec) -> _ValueWriter | None:
         code = _NUMBERS.get(wire.item or "")
         return None if code is None else _number(struct.Struct(">" + code))
     if wire.item == "int32":
-        return _int32_array(wire.nullable)
+        return _array(wire.nullable, int, _pack_int32s)
     if wire.item == "uuid":
-        return _uuid_array(wire.nullable)
+        return _array(wire.nullable, UUID, _pack_uuids)
     return None
 
 
@@ -118,26 +118,25 @@ def _int32s(count: int) -> struct.Struct:
     return struct.Struct(f">{count}i")
 
 
-def _int32_array(nullable: bool) -> _ValueWriter:
+def _array(nullable: bool, item_type: type, pack: Callable[[Any], bytes]) -> _ValueWriter:
+    """A compact array of `item_type` items, written by `pack` after its length."""
     def write(value: Any) -> bytes | None:
         if value is None:
             return _NULL if nullable else None
-        if type(value) not in (tuple, list) or any(type(item) is not int for item in value):
+        if type(value) not in (tuple, list) or any(type(item) is not item_type
+                                                   for item in value):
             return None
         try:
-            return uvarint(len(value) + 1) + _int32s(len(value)).pack(*value)
-        except struct.error:
+            return uvarint(len(value) + 1) + pack(value)
+        except struct.error:  # a number out of range
             return None
 
     return write
 
 
-def _uuid_array(nullable: bool) -> _ValueWriter:
-    def write(value: Any) -> bytes | None:
-        if value is None:
-            return _NULL if nullable else None
-        if type(value) not in (tuple, list) or any(type(item) is not UUID for item in value):
-            return None
-        return uvarint(len(value) + 1) + b"".join(item.bytes for item in value)
+def _pack_int32s(values: Any) -> bytes:
+    return _int32s(len(values)).pack(*values)
 
-    return write
+
+def _pack_uuids(values: Any) -> bytes:
+    return b"".join(item.bytes for item in values)
