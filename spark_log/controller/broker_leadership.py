@@ -11,6 +11,7 @@ Partitions are visited by topic name and partition id, so the records are determ
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -71,6 +72,13 @@ def _partitions(image: MetadataImage, wanted: Callable[[PartitionRegistration], 
                 yield name, topic.id, partition_id, partition
 
 
+def _unclean_by_topic(image: MetadataImage, settings: ControllerSettings
+                      ) -> Callable[[str], bool]:
+    """Each topic's `unclean.leader.election.enable`, resolved once for one decision (not for
+    each of its partitions: a broker of 10,000 partitions starting resolved it 10,000 times)."""
+    return functools.cache(lambda name: unclean_leader_election_enabled(image, settings, name))
+
+
 def has_leaderships(image: MetadataImage, broker_id: int) -> bool:
     """Whether `broker_id` leads any partition."""
     return any(partition.leader == broker_id
@@ -81,11 +89,11 @@ def leave_partitions(image: MetadataImage, settings: ControllerSettings, broker_
                      changes: Changes) -> None:
     """`broker_id` leaves the ISR (unless last) and the leadership of every partition whose ISR
     holds it."""
+    unclean = _unclean_by_topic(image, settings)
     for name, topic_id, partition_id, partition in _partitions(
             image, lambda p: broker_id in p.isr):
-        unclean = unclean_leader_election_enabled(image, settings, name)
         changes.add_change(name, partition_id, change_for_broker_leaving(
-            topic_id, partition_id, partition, image.brokers, broker_id, unclean))
+            topic_id, partition_id, partition, image.brokers, broker_id, unclean(name)))
 
 
 def fence_broker(image: MetadataImage, settings: ControllerSettings,
@@ -111,11 +119,11 @@ def unfence_broker(image: MetadataImage, settings: ControllerSettings,
         broker_id=broker_id, broker_epoch=broker.epoch, fenced=UNFENCE)])
     if broker.in_controlled_shutdown:
         return changes
+    unclean = _unclean_by_topic(image, settings)
     for name, topic_id, partition_id, partition in _partitions(
             image, lambda p: p.leader == NO_LEADER):
-        unclean = unclean_leader_election_enabled(image, settings, name)
         changes.add_change(name, partition_id, change_for_broker_joining(
-            topic_id, partition_id, partition, image.brokers, broker_id, unclean))
+            topic_id, partition_id, partition, image.brokers, broker_id, unclean(name)))
     return changes
 
 
