@@ -21,6 +21,7 @@ from spark_log.protocol.entity_build import build
 from spark_log.raft.messages import Batch
 from spark_log.raft.replica import LEADER_CHANGE_RECORD
 from spark_log.records import (
+    BatchView,
     ControlRecordType,
     CorruptRecordError,
     DecodedBatch,
@@ -29,6 +30,7 @@ from spark_log.records import (
     iter_batches,
     parse_control_record_type,
     peek_size,
+    record_values,
 )
 from spark_log.records.control_record import control_record_key
 
@@ -99,12 +101,26 @@ def decode_batches(data: bytes | memoryview, *, allow_partial_tail: bool = False
     pos = 0
     try:
         for batch in iter_batches(view):
-            out.append(decode_batch(batch.decode()))
+            out.append(_quorum_batch(batch))
             pos = batch.position + batch.size
     except CorruptRecordError:
         if not (allow_partial_tail and _is_partial(view, pos)):
             raise
     return out
+
+
+def _quorum_batch(batch: BatchView) -> Batch:
+    """A batch read from the log or a fetch: a data batch's values are read without decoding
+    each record whole, unless the records are not a quorum batch's, read then by `decode_batch`
+    (which names what is wrong)."""
+    header = batch.header
+    if not header.is_control and header.records_count > 0:
+        batch.verify_crc()
+        section = batch.records_section()
+        values = record_values(section, 0, len(section), header.records_count)
+        if values is not None:
+            return Batch(header.base_offset, header.partition_leader_epoch, tuple(values))
+    return decode_batch(batch.decode())
 
 
 def decode_batch(decoded: DecodedBatch) -> Batch:

@@ -33,7 +33,7 @@ from .control_record import (
     read_end_transaction_marker,
 )
 from .errors import CorruptRecordError
-from .record import Header, Record
+from .record import Header, Record, record_values
 from .record_batch import (
     NO_TIMESTAMP,
     BatchView,
@@ -74,6 +74,7 @@ __all__ = [
     "peek_size",
     "read_end_transaction_marker",
     "read_header",
+    "record_values",
     "set_base_offset",
     "set_partition_leader_epoch",
     "verify_crc",

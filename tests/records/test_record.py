@@ -5,7 +5,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_log.records.errors import CorruptRecordError
-from spark_log.records.record import Record, decode_records, encode_records, scan_keys
+from spark_log.records.record import (
+    Record,
+    decode_records,
+    encode_records,
+    record_values,
+    scan_keys,
+)
 from spark_log.records.varint import write_varint
 
 from .strategies import record_lists
@@ -98,7 +104,7 @@ def test_invalid_utf8_header_key_decodes_with_replacement_like_java():
     assert decode(data, 1)[0].headers == (("\ufffdA", None),)
 
 
-@pytest.mark.parametrize(
+MALFORMED = pytest.mark.parametrize(
     ("data", "count", "reason"),
     [
         (b"", 1, "premature EOF"),
@@ -145,6 +151,9 @@ def test_invalid_utf8_header_key_decodes_with_replacement_like_java():
         (raw_record(b"\x00", b"\x00", b"\x80" * 6, b"\x01", b"\x01", b"\x00"), 1, "bad varint"),
     ],
 )
+
+
+@MALFORMED
 def test_malformed_sections_raise_with_a_reason(data, count, reason):
     with pytest.raises(CorruptRecordError, match=reason):
         decode(data, count)
@@ -189,3 +198,35 @@ def test_scan_keys_rejects_fields_past_the_record_end():
     data = varint(2) + b"\x00\x00" + b"\x00\x01"  # offset delta and null key lie past its end
     with pytest.raises(CorruptRecordError, match="overruns the record"):
         scan_keys(data, 0, len(data), 1, 0)
+
+
+# ---- the values of a quorum batch -----------------------------------------------------------
+
+quorum_records = st.lists(st.tuples(st.none() | st.binary(max_size=5), st.binary(max_size=300),
+                                    st.integers(-(1 << 31), 1 << 31)), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(quorum_records)
+def test_record_values_reads_the_values_of_a_quorum_batch(drawn):
+    records = [Record(9 + i, (1 << 40) + delta, key, value, ())
+               for i, (key, value, delta) in enumerate(drawn)]
+    data, summary = encode(records, 9, 1 << 40)
+    assert record_values(data, 0, len(data), summary.count) == [r.value for r in records]
+
+
+@settings(max_examples=200, deadline=None)
+@given(record_lists(base_offset=70))
+def test_record_values_declines_records_that_are_not_a_quorum_batchs(records):
+    """Gaps in the offsets, headers or null values: None, for `decode_records` to read."""
+    data, summary = encode(records, 70, records[0].timestamp if records else 0)
+    plain = all(r.offset == 70 + i and r.value is not None and not r.headers
+                for i, r in enumerate(records))
+    expected = [r.value for r in records] if plain else None
+    assert record_values(data, 0, len(data), summary.count) == expected
+
+
+@MALFORMED
+def test_record_values_declines_every_malformed_section(data, count, reason):
+    assert record_values(data, 0, len(data), count) is None
+    assert record_values(data + b"\x00", 0, len(data) + 1, count) is None
