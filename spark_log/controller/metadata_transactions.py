@@ -21,6 +21,8 @@ from spark_log.metadata.records import (
 
 __all__ = ["RecordRun", "TransactionError", "TransactionReader"]
 
+_MARKERS = frozenset({BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord})
+
 
 class TransactionError(ValueError):
     """A transaction marker out of place (a transaction begun inside another, an end or abort
@@ -70,6 +72,11 @@ class TransactionReader:
     def read(self, base_offset: int, records: Sequence[MetadataRecord]) -> list[RecordRun]:
         """The runs to replay after the records of a batch at `base_offset`. Raises
         TransactionError (nothing held changes) for a marker out of place."""
+        if _MARKERS.isdisjoint(map(type, records)):  # nearly every batch: looked at in C
+            if self._held is not None:
+                self._held.extend(records)
+                return []
+            return [RecordRun(base_offset, tuple(records))] if records else []
         held = None if self._held is None else list(self._held)
         begin = self._begin_offset
         runs: list[RecordRun] = []

@@ -16,7 +16,11 @@ import pytest
 
 from spark_log.controller.metadata_loader import MetadataLoader, MetadataLoadError
 from spark_log.controller.metadata_snapshot import snapshot_id, write_snapshot
-from spark_log.controller.metadata_transactions import TransactionError, TransactionReader
+from spark_log.controller.metadata_transactions import (
+    RecordRun,
+    TransactionError,
+    TransactionReader,
+)
 from spark_log.controller.raft_driver import RaftDriver
 from spark_log.metadata import MetadataDelta, MetadataImage, MetadataRecord, encode_record
 from spark_log.metadata.records import (
@@ -178,3 +182,16 @@ def test_transaction_markers_out_of_place_are_refused() -> None:
     assert reader.open  # nothing held changed
     reader.reset()
     assert not reader.open and reader.begin_offset == -1
+
+
+def test_a_transaction_spanning_batches_holds_the_batches_between_its_markers() -> None:
+    reader = TransactionReader()
+    begin, end = BeginTransactionRecord(name="t"), EndTransactionRecord()
+    assert reader.read(0, [topic("before")]) == [RecordRun(0, (topic("before"),))]
+    assert reader.read(1, [begin, topic("a")]) == []
+    assert reader.read(3, [topic("b"), topic("c")]) == []  # no marker: held whole
+    assert reader.read(5, []) == []
+    assert reader.read(5, [end, topic("after")]) == [
+        RecordRun(1, (begin, topic("a"), topic("b"), topic("c"), end)),
+        RecordRun(6, (topic("after"),))]
+    assert not reader.open
