@@ -262,6 +262,31 @@ def test_every_damaged_file_is_repaired_or_found_and_nothing_before_the_damage_i
 
 
 @pytest.mark.parametrize("stop", ["clean", "sigkill"])
+def test_a_middle_segment_cut_between_two_batches_leaves_a_gap_and_every_later_record_served(
+        new_broker: BrokerProcess, stop: str, seed: int) -> None:
+    """A cut exactly between two batches leaves a well-formed, shorter segment: a log with an
+    offset gap, as compaction leaves them, so nothing marks it as damage. The records before
+    the cut and every segment after it are served (dropping those would lose intact data),
+    and the log takes new writes."""
+    rng = random.Random(seed)
+    broker = new_broker.start()
+    create_topics(broker, ["gap"], **SMALL_SEGMENTS)
+    values = produce_plain(broker, "gap")
+    if stop == "clean":
+        assert broker.stop() == 0
+    else:
+        broker.kill()
+    segments = ds.layout(broker.data_dir / "gap-0")
+    segment = ds.middle(segments)
+    following = segments[segments.index(segment) + 1].base
+    position, header = rng.choice(segment.batches[1:])  # a boundary inside the segment
+    os.truncate(segment.log, position)
+    broker.start()
+    check_topic(broker, "gap", values[:header.base_offset] + values[following:])
+    assert broker.stop() == 0
+
+
+@pytest.mark.parametrize("stop", ["clean", "sigkill"])
 def test_damaged_offset_checkpoints_are_rebuilt(new_broker: BrokerProcess, stop: str,
                                                 seed: int) -> None:
     rng = random.Random(seed)
