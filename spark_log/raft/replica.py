@@ -68,12 +68,14 @@ class RaftReplica(ReplicaHandlers):
 
     def __init__(self, node_id: int, config: QuorumConfig, election: ElectionState,
                  log: ReplicatedLog, snapshot_data: bytes | None, now_ms: int,
-                 rng: Random) -> None:
+                 rng: Random, *, correlation_ids_after: int = 0) -> None:
         self.node_id, self.config, self.log, self.rng = node_id, config, log, rng
         self.is_voter = node_id in config.voters
         self.snapshot_data = snapshot_data  # of log.snapshot_id, served to fetchers
         self.high_watermark = log.start_offset  # a snapshot only holds committed records
-        self.requests = RequestManager(config.request_timeout_ms)
+        # (A restarted process talks over new connections, so answers to its previous instance
+        # never reach it; a simulator keeping one network starts each instance's ids higher.)
+        self.requests = RequestManager(config.request_timeout_ms, correlation_ids_after)
         self._parked: dict[int, ParkedFetch] = {}
         self._out: list[Action] = []
         self.state: EpochState = self._initial_state(election, now_ms)

@@ -20,11 +20,11 @@ class _Pending:
 
 class RequestManager:
     """Invariants: at most one entry per (destination, request kind); correlation ids are never
-    reused. Not thread-safe."""
+    reused, and all are above `ids_after`. Not thread-safe."""
 
-    def __init__(self, timeout_ms: int) -> None:
+    def __init__(self, timeout_ms: int, ids_after: int = 0) -> None:
         self.timeout_ms = timeout_ms
-        self._next = 0
+        self._next = ids_after
         self._pending: dict[tuple[int, type], _Pending] = {}
 
     def sent(self, destination: int, body: Request, now: int, extra_ms: int = 0) -> int:

@@ -307,12 +307,12 @@ class Simulation:
         disk = self.disks[node]
         snapshot_id, data = disk.snapshot if disk.snapshot else (None, None)
         log = ReplicatedLog(snapshot_id, list(disk.batches))
-        replica = RaftReplica(node, self.config, disk.election, log, data, self.now,
-                              random.Random(self.rng.randrange(1 << 30)))
         # A restarted process talks over new connections, so an answer to its previous
         # instance never completes one of its requests: its correlation ids start afresh.
         self.starts[node] += 1
-        replica.requests._next = self.starts[node] << 32
+        replica = RaftReplica(node, self.config, disk.election, log, data, self.now,
+                              random.Random(self.rng.randrange(1 << 30)),
+                              correlation_ids_after=self.starts[node] << 32)
         self.replicas[node] = replica
         app = self.apps[node] = App()
         if snapshot_id is not None and data is not None:
