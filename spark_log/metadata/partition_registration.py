@@ -115,12 +115,15 @@ class PartitionRegistration(_Fields):
         recovery = self.leader_recovery_state
         if record.leader_recovery_state != LEADER_RECOVERY_NO_CHANGE:
             recovery = _recovery_state(record.leader_recovery_state)
+        # (conditional expressions, not a helper: every replayed change record comes here)
+        removing, adding = record.removing_replicas, record.adding_replicas
+        elr, last_known_elr = record.eligible_leader_replicas, record.last_known_elr
         values = (replicas, self.isr if record.isr is None else record.isr, leader, leader_epoch,
                   self.partition_epoch + 1,
-                  _or(record.removing_replicas, self.removing_replicas),
-                  _or(record.adding_replicas, self.adding_replicas), recovery, directories,
-                  _or(record.eligible_leader_replicas, self.elr),
-                  _or(record.last_known_elr, self.last_known_elr))
+                  self.removing_replicas if removing is None else removing,
+                  self.adding_replicas if adding is None else adding, recovery, directories,
+                  self.elr if elr is None else elr,
+                  self.last_known_elr if last_known_elr is None else last_known_elr)
         if record.replicas is None and record.directories is None:
             # The usual change (leader, ISR): the directories still match the replicas, so
             # nothing `__new__` checks can fail.
@@ -183,8 +186,3 @@ def _check_directories(directories: tuple[UUID, ...], replicas: tuple[int, ...])
     """A record's directories: none, or one per replica."""
     if directories and len(directories) != len(replicas):
         raise ValueError(f"{len(directories)} directories for {len(replicas)} replicas")
-
-
-def _or(new: tuple[int, ...] | None, old: tuple[int, ...]) -> tuple[int, ...]:
-    return old if new is None else new
-

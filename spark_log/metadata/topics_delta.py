@@ -112,7 +112,12 @@ class TopicsDelta:
         self._keep(change).written[record.partition_id] = partition
 
     def replay_partition_change(self, record: PartitionChangeRecord) -> None:
-        change = self._change_for(record)
+        # (the changed topic found once: a topic id hashes in Python, and every replayed change
+        # record comes here)
+        change = self._changed.get(record.topic_id)
+        kept = change is not None
+        if change is None:
+            change = self._change_for(record)
         current = change.partition(record.partition_id)
         if current is None:
             raise ImageError(record, f"topic {change.name!r} has no partition "
@@ -121,7 +126,7 @@ class TopicsDelta:
             partition = current.merge(record)
         except ValueError as exc:
             raise ImageError(record, str(exc)) from None
-        self._keep(change).written[record.partition_id] = partition
+        (change if kept else self._keep(change)).written[record.partition_id] = partition
 
     def replay_remove_topic(self, record: RemoveTopicRecord) -> str:
         """Remove the topic; returns its name (its configs go with it)."""
