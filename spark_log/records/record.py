@@ -265,7 +265,9 @@ def _decode_headers(data: bytes, pos: int, rec_end: int, count: int) -> tuple[tu
 
 def _record_head(data: bytes, pos: int, end: int) -> tuple[int, int, int, int]:
     """Of the record at `pos`: where it ends, its offset delta, its key length and where its key
-    starts. CorruptRecordError if its length does not fit in data[pos:end]."""
+    starts. CorruptRecordError if its length does not fit in data[pos:end]. (`decode_records`
+    and `scan_keys` inline the same reads: they are on the produce and fetch paths, where a call
+    per record costs 5-10%.)"""
     zz = ZIGZAG_BYTE
     if pos >= end:
         raise CorruptRecordError("incorrect declared batch size, premature EOF reached")
@@ -303,13 +305,43 @@ def scan_keys(
 
     Checks only what it reads; `decode_records` validates the rest.
     """
+    zz, rv, rl = ZIGZAG_BYTE, read_signed_varint, read_signed_varlong
     keys: list[tuple[int, bytes | None]] = []
     append = keys.append
     start = pos
     try:
         for _ in range(count):
             start = pos
-            rec_end, offset_delta, n, field = _record_head(data, pos, end)
+            if pos >= end:
+                raise CorruptRecordError("incorrect declared batch size, premature EOF reached")
+            b = data[pos]
+            if b < 0x80:
+                length, pos = zz[b], pos + 1
+            else:
+                length, size = rv(data, pos)
+                pos += size
+            if length < 0 or length > end - pos:
+                raise CorruptRecordError(
+                    f"invalid record size {length}, {end - pos} bytes left in the batch"
+                )
+            rec_end = pos + length
+            field = pos + 1  # skip attributes, then the timestamp delta
+            if data[field] < 0x80:
+                field += 1
+            else:
+                field += rl(data, field)[1]
+            b = data[field]
+            if b < 0x80:
+                offset_delta, field = zz[b], field + 1
+            else:
+                offset_delta, size = rv(data, field)
+                field += size
+            b = data[field]
+            if b < 0x80:
+                n, field = zz[b], field + 1
+            else:
+                n, size = rv(data, field)
+                field += size
             if n > rec_end - field or field > rec_end:
                 raise CorruptRecordError(f"key of {n} bytes overruns the record")
             append((base_offset + offset_delta, None if n < 0 else data[field : field + n]))
