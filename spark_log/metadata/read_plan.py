@@ -25,7 +25,7 @@ from spark_log.protocol.wire import uuid_of
 from .records import ZERO_UUID
 from .schema import FieldSpec, Wire, fields_of
 
-__all__ = ["FixedRun", "ReadPlan", "int32_array", "read_plan"]
+__all__ = ["NUMBERS", "FixedRun", "ReadPlan", "int32_array", "int32s", "read_plan"]
 
 # Fixed-width Kafka types and their struct codes ("bool" is read as a byte and checked).
 _CODES = {"bool": "B", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
@@ -111,7 +111,8 @@ def _uuid(raw: bytes) -> UUID:
 
 
 @functools.lru_cache(maxsize=256)
-def _int32s(count: int) -> struct.Struct:
+def int32s(count: int) -> struct.Struct:
+    """The struct of `count` big-endian int32s (cached; `write_plan` packs with it too)."""
     return struct.Struct(f">{count}i")
 
 
@@ -119,15 +120,16 @@ def int32_array(buf: memoryview, pos: int, count: int) -> tuple[int, ...] | None
     """`count` int32s at `pos`, or None if the bytes left cannot hold them."""
     if pos + 4 * count > len(buf):
         return None
-    return _int32s(count).unpack_from(buf, pos)
+    return int32s(count).unpack_from(buf, pos)
 
 
 # ---- the fast reader ------------------------------------------------------------------------
 # A field reader takes (buf, pos, end) and answers (value, position after it), or None when the
 # bytes are not the well-formed value.
 _FieldReader = Callable[[memoryview, int, int], "tuple[Any, int] | None"]
-_SCALARS = {kind: struct.Struct(">" + code) for kind, code in _CODES.items()
-            if kind not in ("bool", "uuid")}
+# The struct of each fixed-width number type (`write_plan` packs with them too).
+NUMBERS = {kind: struct.Struct(">" + code) for kind, code in _CODES.items()
+           if kind not in ("bool", "uuid")}
 
 
 def _fast_reader(struct_type: type, steps: list[FixedRun | FieldSpec],
@@ -188,7 +190,7 @@ def _fast_reader(struct_type: type, steps: list[FixedRun | FieldSpec],
 
 def _field_reader(wire: Wire) -> _FieldReader | None:
     if not wire.array:
-        scalar = _SCALARS.get(wire.item or "")
+        scalar = NUMBERS.get(wire.item or "")
         if scalar is None:
             return None
 
@@ -212,7 +214,7 @@ def _field_reader(wire: Wire) -> _FieldReader | None:
         if after > end:
             return None
         if width == 4:
-            return _int32s(count).unpack_from(buf, pos + 1), after
+            return int32s(count).unpack_from(buf, pos + 1), after
         return tuple(_uuid(bytes(buf[at : at + 16])) for at in range(pos + 1, after, 16)), after
 
     return read_array

@@ -19,13 +19,13 @@ from uuid import UUID
 
 from spark_log.protocol.wire import uvarint
 
+from .read_plan import NUMBERS, int32s
 from .schema import FieldSpec, fields_of
 
 __all__ = ["write_plan"]
 
 # (value) -> its bytes, or None when the value is not one the fast writer writes
 _ValueWriter = Callable[[Any], "bytes | None"]
-_NUMBERS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H"}
 _NULL = b"\x00"  # a null compact array: length 0
 
 
@@ -88,8 +88,8 @@ def _value_writer(spec: FieldSpec) -> _ValueWriter | None:
     if not wire.array:
         if wire.item == "uuid":
             return _uuid
-        code = _NUMBERS.get(wire.item or "")
-        return None if code is None else _number(struct.Struct(">" + code))
+        packer = NUMBERS.get(wire.item or "")
+        return None if packer is None else _number(packer)
     if wire.item == "int32":
         return _array(wire.nullable, int, _pack_int32s)
     if wire.item == "uuid":
@@ -113,11 +113,6 @@ def _number(packer: struct.Struct) -> _ValueWriter:
     return write
 
 
-@functools.lru_cache(maxsize=256)
-def _int32s(count: int) -> struct.Struct:
-    return struct.Struct(f">{count}i")
-
-
 def _array(nullable: bool, item_type: type, pack: Callable[[Any], bytes]) -> _ValueWriter:
     """A compact array of `item_type` items, written by `pack` after its length."""
     def write(value: Any) -> bytes | None:
@@ -135,7 +130,7 @@ def _array(nullable: bool, item_type: type, pack: Callable[[Any], bytes]) -> _Va
 
 
 def _pack_int32s(values: Any) -> bytes:
-    return _int32s(len(values)).pack(*values)
+    return int32s(len(values)).pack(*values)
 
 
 def _pack_uuids(values: Any) -> bytes:
