@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 
 from spark_log.metadata.records import RECORD_TYPES, ZERO_UUID
@@ -27,6 +28,13 @@ def all_record_versions() -> list[tuple[type, int]]:
     return [(record_type, version)
             for _key, record_type in sorted(RECORD_TYPES.items())
             for version in range(record_type.HIGHEST_VERSION + 1)]
+
+
+def for_every_record_version(test: Any) -> Any:
+    """Run `test(record_type, version, ...)` once for each (record type, version)."""
+    return pytest.mark.parametrize(
+        ("record_type", "version"), all_record_versions(),
+        ids=lambda value: getattr(value, "__name__", str(value)))(test)
 
 
 @functools.cache

@@ -31,7 +31,12 @@ from spark_log.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from tests.metadata.strategies import all_record_versions, any_record, records
+from tests.metadata.strategies import (
+    all_record_versions,
+    any_record,
+    for_every_record_version,
+    records,
+)
 
 TOPIC_ID = UUID("bfd99e5e-3235-4552-81f8-d4af1741970c")
 ID_HEX = TOPIC_ID.hex
@@ -43,8 +48,7 @@ def unhex(text: str) -> bytes:
 
 # ---- round trips -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("record_type", "version"), all_record_versions(),
-                         ids=lambda value: getattr(value, "__name__", str(value)))
+@for_every_record_version
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_every_record_type_and_version_round_trips(record_type, version, data):

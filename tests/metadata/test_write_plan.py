@@ -18,7 +18,7 @@ from spark_log.metadata.records import (
     TopicRecord,
 )
 from spark_log.metadata.write_plan import write_plan
-from tests.metadata.strategies import all_record_versions, records
+from tests.metadata.strategies import for_every_record_version, records
 
 TOPIC_ID = UUID(int=9)
 
@@ -30,8 +30,7 @@ def test_partition_records_have_the_fast_writer():
     assert write_plan(TopicRecord, 0) is None  # a string: written by the schema walk
 
 
-@pytest.mark.parametrize(("record_type", "version"), all_record_versions(),
-                         ids=lambda value: getattr(value, "__name__", str(value)))
+@for_every_record_version
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_the_fast_writer_writes_the_bytes_of_the_schema_walk(record_type, version, data):
