@@ -97,13 +97,17 @@ def batch_problems(batch: memoryview | bytes, position: int, header: BatchHeader
     `position` where it lies in its segment): its CRC, a base offset below the segment's (its
     file name) or not above the previous batch's (`next_offset` is the offset after that one),
     a last offset reaching the next segment's base offset or beyond what an index can hold."""
+    actual = compute_crc(batch, 0, header.size) if crc else header.crc
+    first, last = header.base_offset, header.last_offset  # (without `crc`, actual is the stored)
+    if actual == header.crc and base_offset <= first and next_offset <= first and \
+            (limit_offset is None or last < limit_offset) and \
+            last - base_offset <= MAX_RELATIVE_OFFSET:
+        return []  # the usual case, without building the messages below
     where = f"batch at byte {position} (offsets {header.base_offset} to {header.last_offset})"
     problems = []
-    if crc:
-        actual = compute_crc(batch, 0, header.size)
-        if actual != header.crc:
-            problems.append(f"{where}: CRC mismatch, stored {header.crc:#010x}, computed "
-                            f"{actual:#010x}")
+    if actual != header.crc:
+        problems.append(f"{where}: CRC mismatch, stored {header.crc:#010x}, computed "
+                        f"{actual:#010x}")
     if header.base_offset < base_offset:
         problems.append(f"{where}: below the segment's base offset {base_offset} (its file "
                         "name)")

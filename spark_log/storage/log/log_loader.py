@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,18 +39,23 @@ from spark_log.storage.index.transaction_index import TXN_INDEX_SUFFIX
 from spark_log.storage.log.log_config import LogConfig
 from spark_log.storage.log.segment import Segment
 from spark_log.storage.log.segment_files import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_FILE,
+    SWAP_SUFFIX,
     damaged_file_name,
 )
 from spark_log.storage.log.segment_recovery import Damage
 from spark_log.storage.log.swap_recovery import recover_interrupted_swaps
-from spark_log.storage.producer_state.producer_snapshot import snapshot_offsets
+from spark_log.storage.producer_state.producer_snapshot import SNAPSHOT_SUFFIX
 
 log = logging.getLogger(__name__)
 
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp")
+_UNFINISHED_SUFFIXES = (CLEANED_SUFFIX, SWAP_SUFFIX, *_LEFTOVER_SUFFIXES)
+# The names `_Listing` sorts out: a segment's files (as SEGMENT_FILE), and producer snapshots.
+_FILE = re.compile(SEGMENT_FILE.pattern[:-1] + "|" + re.escape(SNAPSHOT_SUFFIX) + ")")
 
 
 @dataclass
@@ -68,21 +74,15 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
                   on_batch: Callable[[BatchHeader], None]) -> LoadedLog:
     """The segments of `directory`, recovered as the module docstring says."""
     names = os.listdir(directory)
-    if recover_interrupted_swaps(directory, names, fs):
-        names = os.listdir(directory)
-    removed = _remove_leftovers(directory, names, fs)
-    bases: set[int] = set()
-    index_files: list[tuple[int, str]] = []
-    txn_indexed: set[int] = set()  # bases with a transaction index file (most have none)
-    for name in names:
-        m = SEGMENT_FILE.fullmatch(name)
-        if m and m.group(2) == LOG_SUFFIX:
-            bases.add(int(m.group(1)))
-        elif m:
-            index_files.append((int(m.group(1)), name))
-            if m.group(2) == TXN_INDEX_SUFFIX:
-                txn_indexed.add(int(m.group(1)))
-    for base, name in index_files:
+    listing = _Listing(names)
+    removed = False
+    if listing.unfinished:  # rare: an interrupted swap, deletion or write to finish first
+        if recover_interrupted_swaps(directory, names, fs):
+            names = os.listdir(directory)
+        removed = _remove_leftovers(directory, names, fs)
+        listing = _Listing(names)
+    bases = listing.bases
+    for base, name in listing.index_files:
         if base not in bases:
             log.warning("Deleting index file %s, which has no log file", name)
             fs.remove(os.path.join(directory, name))
@@ -95,7 +95,8 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
     if removed or created:
         fs.fsync_dir(directory)
     first_unflushed = _first_to_recover(segments, recovery_point, had_clean_shutdown)
-    first_unflushed, next_offset = _check_unrecovered(segments, first_unflushed, txn_indexed)
+    first_unflushed, next_offset = _check_unrecovered(segments, first_unflushed,
+                                                      listing.txn_indexed)
     recovered_from = None
     if first_unflushed < len(segments):
         # The active segment's indexes are rebuilt writable, as they stay: trimming them and
@@ -109,7 +110,36 @@ def load_segments(directory: str, config: LogConfig, *, clock: Clock, fs: FileSy
         segment.close_indexes()
     segments[-1].set_active(True)
     return LoadedLog(segments, next_offset, recovered_from is not None, recovered_from,
-                     snapshot_offsets(names))
+                     sorted(listing.snapshots))
+
+
+class _Listing:
+    """A partition directory's file names, sorted out in one pass: one regular expression per
+    name, since a start opens every partition."""
+
+    __slots__ = ("bases", "index_files", "snapshots", "txn_indexed", "unfinished")
+
+    def __init__(self, names: list[str]) -> None:
+        self.bases: set[int] = set()  # of the .log files
+        self.index_files: list[tuple[int, str]] = []
+        self.txn_indexed: set[int] = set()  # bases with a transaction index (most have none)
+        self.snapshots: list[int] = []  # the producer snapshots' offsets
+        # A name left by an interrupted operation (a swap, a deletion, a write) to finish first.
+        self.unfinished = False
+        for name in names:
+            m = _FILE.fullmatch(name)
+            if m is None:
+                self.unfinished = self.unfinished or name.endswith(_UNFINISHED_SUFFIXES)
+                continue
+            digits, suffix = m.groups()
+            if suffix == LOG_SUFFIX:
+                self.bases.add(int(digits))
+            elif suffix == SNAPSHOT_SUFFIX:
+                self.snapshots.append(int(digits))
+            else:
+                self.index_files.append((int(digits), name))
+                if suffix == TXN_INDEX_SUFFIX:
+                    self.txn_indexed.add(int(digits))
 
 
 def _first_to_recover(segments: list[Segment], recovery_point: int, clean: bool) -> int:

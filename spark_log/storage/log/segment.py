@@ -286,8 +286,10 @@ class Segment:
         index entry to the end. The offset after the last batch, or the problem found."""
         if self.log.size == 0:
             return self.base_offset
-        try:
-            tail = self.offset_index.last_entry().position
+        index = self._offset_index
+        try:  # an empty index file has no entry to load or check: the walk starts at byte 0
+            tail = self.offset_index.last_entry().position \
+                if index.is_loaded or index.size_on_disk() != 0 else 0
         except CorruptIndexError as e:
             return f"{self.log.path}: {e}"
         return check_head_and_tail(self.log, tail, self.base_offset, self.checked)
