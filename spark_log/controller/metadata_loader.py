@@ -149,7 +149,7 @@ class MetadataLoader:
         self._publishers.append(publisher)
         if self._image.provenance.offset >= 0:
             delta = MetadataDelta(MetadataImage.EMPTY, snapshot=True)
-            delta.replay_all(self._image.to_records())
+            delta.replay_image(self._image)
             self._call(publisher, delta, self._image)
 
     def remove_publisher(self, publisher: Publisher) -> None:

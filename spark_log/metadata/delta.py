@@ -87,6 +87,16 @@ class MetadataDelta:
         for record in records:
             self.replay(record)
 
+    def replay_image(self, image: MetadataImage) -> None:
+        """Replay `image.to_records()`, with each topic's partitions taken as they are rather
+        than written as records and read back (the same delta: a registration is immutable
+        and was checked when it was first replayed). A new publisher's first image holds
+        every partition of the cluster."""
+        self.replay_all(image.records_before_topics())
+        for name in sorted(image.topics_by_name):
+            self.topics.replay_topic_image(image.topics_by_name[name])
+        self.replay_all(image.records_after_topics())
+
     # ---- brokers --------------------------------------------------------------------------
 
     def broker(self, broker_id: int) -> BrokerRegistration | None:

@@ -149,12 +149,23 @@ class MetadataImage:
         """The records that rebuild this image, as a snapshot of it holds them: feature levels
         (metadata.version first), brokers, topics with their partitions, configs, the
         producer-id block."""
+        records = self.records_before_topics()
+        for name in sorted(self.topics_by_name):
+            records.extend(self.topics_by_name[name].to_records())
+        records.extend(self.records_after_topics())
+        return records
+
+    def records_before_topics(self) -> list[MetadataRecord]:
+        """The feature levels (metadata.version first) and brokers of `to_records`."""
         records: list[MetadataRecord] = []
         for name in sorted(self.features, key=lambda name: (name != METADATA_VERSION, name)):
             records.append(FeatureLevelRecord(name=name, feature_level=self.features[name]))
         records.extend(self.brokers[bid].to_record() for bid in sorted(self.brokers))
-        for name in sorted(self.topics_by_name):
-            records.extend(self.topics_by_name[name].to_records())
+        return records
+
+    def records_after_topics(self) -> list[MetadataRecord]:
+        """The configs and the producer-id block of `to_records`."""
+        records: list[MetadataRecord] = []
         for resource in sorted(self.configs):
             values = self.configs[resource]
             records.extend(

@@ -103,6 +103,14 @@ class TopicsDelta:
         self._names[record.name] = record.topic_id
         self.created_topic_ids.add(record.topic_id)
 
+    def replay_topic_image(self, topic: TopicImage) -> None:
+        """Replay `topic.to_records()`: its TopicRecord, then its partitions in order, each
+        registration taken as it is."""
+        self.replay_topic(TopicRecord(name=topic.name, topic_id=topic.id))
+        written = self._changed[topic.id].written
+        for pid in sorted(topic.partitions):
+            written[pid] = topic.partitions[pid]
+
     def replay_partition(self, record: PartitionRecord) -> None:
         change = self._change_for(record)
         try:

@@ -29,7 +29,7 @@ from spark_log.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from tests.metadata.history import history
+from tests.metadata.history import BROKER_IDS, history
 
 HISTORIES = settings(max_examples=60, deadline=None)
 
@@ -80,6 +80,22 @@ def test_any_batching_of_the_log_gives_the_same_image(rng, steps, data):
 def test_the_log_read_back_from_bytes_builds_the_same_image(rng, steps):
     log = history(rng, steps)
     assert replay([decode_record(encode_record(record)) for record in log]) == replay(log)
+
+
+@HISTORIES
+@given(st.randoms(use_true_random=False), st.integers(1, 60), st.integers(0, 60))
+def test_replaying_an_image_whole_is_replaying_its_records(rng, steps, before_steps):
+    image = replay(history(rng, steps))
+    for before in (MetadataImage.EMPTY, replay(history(rng, before_steps))):
+        by_records, whole = (MetadataDelta(before, snapshot=True) for _ in range(2))
+        by_records.replay_all(image.to_records())
+        whole.replay_image(image)
+        assert whole.apply(image.provenance) == by_records.apply(image.provenance) == image
+        assert whole.topics.created_topic_ids == by_records.topics.created_topic_ids
+        assert whole.topics.changed_topics == by_records.topics.changed_topics
+        assert dict(whole.deleted_topics) == dict(by_records.deleted_topics)
+        for broker_id in BROKER_IDS:
+            assert whole.local_changes(broker_id) == by_records.local_changes(broker_id)
 
 
 def test_a_snapshot_over_an_image_replaces_it_whole():
