@@ -17,7 +17,7 @@ Why: the cleaner's Python around each batch (header, policy, CRC call, generator
 Both stop at the first batch they leave to the caller; `record_scan.PyKeyOffsets` holds their
 pure-Python twins, which define the behaviour (the same results, CorruptRecordError for the
 same input: the header checks of `batch_header.read_header`, with its messages). Every read
-is checked against the chunk. The CRC is the crc32c package's, as the Python path's.
+is checked against the chunk. The CRC is `spark_log.records.crc`'s, as the Python path's.
 */
 #include "_native_scan.h"
 
@@ -28,7 +28,7 @@ enum { WALK_END = 0, WALK_FULL = 1, WALK_CALLER = 2 };
 /* What to do with a batch: */
 enum { KEEP = 0, BY_CALLER = 1, DROP = 2 };
 
-static PyObject *crc32c_fn; /* crc32c.crc32c */
+static PyObject *crc32c_fn; /* spark_log.records.crc.crc32c */
 
 typedef struct {
     int64_t base_offset, last_offset, base_timestamp, producer_id;
@@ -372,7 +372,7 @@ done:
 }
 
 int init_batches(void) {
-    PyObject *crc32c = PyImport_ImportModule("crc32c");
+    PyObject *crc32c = PyImport_ImportModule("spark_log.records.crc");
     if (crc32c == NULL)
         return -1;
     crc32c_fn = PyObject_GetAttrString(crc32c, "crc32c");

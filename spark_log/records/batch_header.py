@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from enum import IntEnum
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from .crc import crc32c
 from .errors import CorruptRecordError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")

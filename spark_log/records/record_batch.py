@@ -16,8 +16,6 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from .batch_header import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -41,6 +39,7 @@ from .batch_header import (
     write_crc,
 )
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
+from .crc import crc32c
 from .errors import CorruptRecordError
 from .record import NO_TIMESTAMP, Record, decode_records, encode_records, scan_keys
 

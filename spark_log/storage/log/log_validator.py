@@ -25,8 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from crc32c import crc32c
-
 from spark_log.records.batch_header import (
     CRC_START,
     HEADER,
@@ -41,6 +39,7 @@ from spark_log.records.batch_header import (
     verify_crc,
 )
 from spark_log.records.client_batch import check_client_batch
+from spark_log.records.crc import crc32c
 from spark_log.storage.append_info import AppendOrigin
 from spark_log.storage.errors import (
     InvalidRecordError,

@@ -24,9 +24,8 @@ import re
 import struct
 from collections.abc import Iterable
 
-from crc32c import crc32c
-
 from spark_log.records.batch_header import NO_SEQUENCE
+from spark_log.records.crc import crc32c
 from spark_log.storage.filesystem import FileSystem
 from spark_log.storage.producer_state.producer_state_entry import (
     NO_OFFSET,
