@@ -104,3 +104,53 @@ def test_a_loaded_index_holds_at_most_one_descriptor(tmp_path) -> None:  # type:
     assert [e[0] for e in reopened.raw_entries()] == [*range(0, 20, 2), 40]
     reopened.close()
     assert _open_fds() == before
+
+
+def _entries_on_disk(path: str) -> list[tuple[int, int]]:
+    with open(path, "rb") as f:
+        raw = f.read()
+    return [OffsetIndex.ENTRY.unpack_from(raw, at) for at in range(0, len(raw) - 7, 8)
+            if raw[at:at + 8] != bytes(8)]
+
+
+def test_an_active_index_appends_without_opening_its_file(tmp_path) -> None:  # type: ignore
+    # A 1 MiB append indexes every batch: opening the file for each entry cost the append 7%.
+    fs = CountingFileSystem()
+    index = OffsetIndex(str(tmp_path / "0.index"), 0, 800, writable=True, fs=fs)
+    index.load()
+    opened = fs.opened[".index"]
+    for i in range(1, 6):
+        index.append(i, i * 100)
+    assert fs.opened[".index"] == opened and index.lookup(4) == (4, 400)
+
+
+@pytest.mark.parametrize("how", ["flush", "close", "set_writable", "rename", "trim"])
+def test_every_entry_is_in_the_file_once_the_index_is_flushed_closed_rolled_or_renamed(
+        tmp_path, how) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "0.index")
+    index = OffsetIndex(path, 0, 800, writable=True)
+    for i in range(1, 6):
+        index.append(i, i * 100)
+    if how == "rename":
+        path = str(tmp_path / "0.index.swap")
+        index.rename(path)
+    else:
+        {"flush": index.flush, "close": index.close, "trim": index.trim_to_valid_size,
+         "set_writable": lambda: index.set_writable(False)}[how]()
+    assert _entries_on_disk(path) == [(i, i * 100) for i in range(1, 6)]
+    if how in ("close", "set_writable", "trim"):  # trimmed to its entries: readable as is
+        assert OffsetIndex(path, 0, 800).last_entry() == (5, 500)
+
+
+def test_entries_truncated_before_they_reach_the_file_are_never_written(tmp_path) -> None:  # type: ignore
+    path = str(tmp_path / "0.index")
+    index = OffsetIndex(path, 0, 800, writable=True)
+    for i in range(1, 4):
+        index.append(i, i * 100)
+    index.flush()  # entries 1-3 in the file
+    index.append(4, 400)
+    index.append(5, 500)
+    index.truncate_to(3)  # drops 3 (written) and 4, 5 (not yet)
+    index.append(6, 600)
+    index.close()
+    assert _entries_on_disk(path) == [(1, 100), (2, 200), (6, 600)]
