@@ -206,8 +206,9 @@ class IndexFile:
         if self._entries >= self._length // self.ENTRY.size:
             raise CorruptIndexError(f"attempt to append to a full index {self.path} "
                                     f"({self._entries} entries)")
-        # Written with pwrite, never through a map: a full disk is then an OSError here, not
-        # a SIGBUS when the kernel cannot back a page of the (sparse) file.
+        # Written with pwrite (a read-only index's at once, a writable one's at its next flush),
+        # never through a map: a full disk is then an OSError, not a SIGBUS when the kernel
+        # cannot back a page of the (sparse) file.
         entry = self.ENTRY.pack(*fields)
         if self._buf is not None:  # writable: in memory now, in the file at the next flush
             self._buf += entry

@@ -41,9 +41,10 @@ from spark_log.storage.log.segment import Segment
 from spark_log.storage.log.segment_files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    INDEX_SUFFIX,
     LOG_SUFFIX,
-    SEGMENT_FILE,
     SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     damaged_file_name,
 )
 from spark_log.storage.log.segment_recovery import Damage
@@ -54,8 +55,9 @@ log = logging.getLogger(__name__)
 
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp")
 _UNFINISHED_SUFFIXES = (CLEANED_SUFFIX, SWAP_SUFFIX, *_LEFTOVER_SUFFIXES)
-# The names `_Listing` sorts out: a segment's files (as SEGMENT_FILE), and producer snapshots.
-_FILE = re.compile(SEGMENT_FILE.pattern[:-1] + "|" + re.escape(SNAPSHOT_SUFFIX) + ")")
+# The names `_Listing` sorts out: a segment's files (SEGMENT_FILE's), and producer snapshots.
+_FILE = re.compile("([0-9]{20})(" + "|".join(re.escape(suffix) for suffix in (
+    LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)) + ")")
 
 
 @dataclass
