@@ -29,10 +29,7 @@ class IndexFile:
     index holds at most one file descriptor, so a broker with many partitions stays within its
     descriptor limit: a writable (active) index keeps its valid entries in memory (`_buf`) and
     opens the file only to write, resize or sync it; a read-only index keeps only its map (which
-    holds a descriptor of its own). A writable index's file holds its first `_written` entries:
-    the rest are written when it is flushed, closed, trimmed or renamed, as Kafka's entries reach
-    the file when its map is flushed (the log's recovery rebuilds an index past its recovery
-    point anyway). Not thread-safe: one log owns it.
+    holds a descriptor of its own). Not thread-safe: one log owns it.
     """
 
     ENTRY: struct.Struct  # set by subclasses
@@ -50,7 +47,6 @@ class IndexFile:
         self._buf: bytearray | None = None  # a writable index's entries
         self._length = 0
         self._entries = 0
-        self._written = 0  # entries in the file; a writable index's others are only in `_buf`
 
     # ---- lazy opening -------------------------------------------------------------------
 
@@ -73,7 +69,7 @@ class IndexFile:
             return
         with self._file() as fd:
             size = os.fstat(fd).st_size
-            self._entries = self._written = size // self.ENTRY.size
+            self._entries = size // self.ENTRY.size
             self._length = size
             if self._writable:
                 self._buf = bytearray(_pread_fully(fd, self._entries * self.ENTRY.size))
@@ -138,7 +134,6 @@ class IndexFile:
             return
         self._unmap()
         with self._file() as fd:
-            self._write_pending(fd)
             self.fs.truncate(fd, size)
             self._length = size
             if not self._writable:
@@ -160,10 +155,9 @@ class IndexFile:
             self._writable = True
             self.resize(self.max_index_size)
         else:  # trimmed, then mapped
+            self._buf = None
+            self._writable = False
             with self._file() as fd:
-                self._write_pending(fd)
-                self._buf = None
-                self._writable = False
                 self.fs.truncate(fd, valid)
                 self._length = valid
                 self._map(fd, valid)
@@ -174,7 +168,7 @@ class IndexFile:
     def reset(self) -> None:
         """Drop every entry (before a rebuild). Nothing of the file is read."""
         self._unmap()
-        self._loaded, self._entries, self._written = True, 0, 0
+        self._loaded, self._entries = True, 0
         self._buf = bytearray() if self._writable else None
         self._length = self._whole(self.max_index_size) if self._writable else 0
         with self._file() as fd:
@@ -186,7 +180,6 @@ class IndexFile:
 
     def _truncate_entries(self, count: int) -> None:
         self._entries = count
-        self._written = min(self._written, count)
         self._reset_cache()
         if self._buf is not None:
             del self._buf[count * self.ENTRY.size:]
@@ -206,26 +199,14 @@ class IndexFile:
         if self._entries >= self._length // self.ENTRY.size:
             raise CorruptIndexError(f"attempt to append to a full index {self.path} "
                                     f"({self._entries} entries)")
-        # Written with pwrite (a read-only index's at once, a writable one's at its next flush),
-        # never through a map: a full disk is then an OSError, not a SIGBUS when the kernel
-        # cannot back a page of the (sparse) file.
+        # Written with pwrite, never through a map: a full disk is then an OSError here, not
+        # a SIGBUS when the kernel cannot back a page of the (sparse) file.
         entry = self.ENTRY.pack(*fields)
-        if self._buf is not None:  # writable: in memory now, in the file at the next flush
-            self._buf += entry
-            self._entries += 1
-            return
-        with self._file() as fd:  # (the map shows what pwrite wrote)
+        with self._file() as fd:
             self.fs.write_fully(fd, [entry], self._entries * self.ENTRY.size)
-        self._entries = self._written = self._entries + 1
-
-    def _write_pending(self, fd: int) -> None:
-        """Write the entries only `_buf` holds (the file is open as `fd`)."""
-        if self._buf is not None and self._written < self._entries:
-            size = self.ENTRY.size
-            self.fs.write_fully(fd, [memoryview(self._buf)[self._written * size:
-                                                           self._entries * size]],
-                                self._written * size)
-            self._written = self._entries
+        if self._buf is not None:
+            self._buf += entry  # (a read-only index's map shows what pwrite wrote)
+        self._entries += 1
 
     def raw_entries(self) -> Iterator[tuple]:
         self.load()
@@ -274,11 +255,10 @@ class IndexFile:
     # ---- durability ---------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write the entries held only in memory, then fsync the file."""
+        """fsync the file (entries are written with pwrite, so the page cache has them all)."""
         if not self._loaded:
             return
         with self._file() as fd:
-            self._write_pending(fd)
             self.fs.fsync(fd)
 
     def close(self, *, sync: bool = False) -> None:
@@ -286,10 +266,9 @@ class IndexFile:
         if not self._loaded:
             return
         valid = self._entries * self.ENTRY.size
-        if sync or (self._writable and self._length != valid) or self._written < self._entries:
+        if sync or (self._writable and self._length != valid):
             self._unmap()
-            with self._file() as fd:  # one open for all three
-                self._write_pending(fd)
+            with self._file() as fd:  # one open for both
                 if self._writable and self._length != valid:
                     self.fs.truncate(fd, valid)
                 if sync:
@@ -303,9 +282,6 @@ class IndexFile:
         self._loaded = False
 
     def rename(self, new_path: str) -> None:
-        if self._written < self._entries:
-            with self._file() as fd:
-                self._write_pending(fd)
         self.fs.rename(self.path, new_path)
         self.path = new_path
 
