@@ -3,7 +3,8 @@
 Every open, positioned write, fsync, rename, remove and truncate of a log, index or checkpoint
 file goes through a `FileSystem`, so a test can subclass it to fail an fsync with EIO (the one
 fault that cannot be caused for real) or to count which files are opened. Index entries are
-written through mmap and are not routed here: indexes are derived data, rebuilt from the log.
+written here too (with pwrite, never through a map), though indexes are derived data, rebuilt
+from the log.
 """
 
 from __future__ import annotations

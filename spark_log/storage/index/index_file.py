@@ -4,7 +4,8 @@ Kafka's AbstractIndex + LazyIndex. An index is created preallocated (sparse) to
 segment.index.bytes (rounded down to whole entries) while its segment is active, and trimmed to
 its entries when the segment is rolled or closed, so a trimmed file's size tells its entry
 count. A rolled segment's index is read through a memory map; an active one's entries are kept
-in memory (a few bytes each), and no descriptor is held for it between writes. Nothing is opened
+in memory (a few bytes each) and written with pwrite, through a descriptor that stays open
+only while the index is among the most recently written (`IndexDescriptors`). Nothing is opened
 or read until the first lookup or append, so opening a log with many segments costs no index
 I/O. Lookups are binary searches for the largest entry whose key is <= the target.
 """
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 
 from spark_log.storage.errors import CorruptIndexError
 from spark_log.storage.filesystem import DEFAULT_FS, FileSystem
+from spark_log.storage.index.index_descriptors import INDEX_DESCRIPTORS, IndexDescriptors
 
 
 class IndexFile:
@@ -27,20 +29,23 @@ class IndexFile:
     Invariants: entries <= max_entries; entry keys (offsets, or timestamps) strictly increase;
     the file is exactly `entries * entry_size` long whenever the index is not writable. A loaded
     index holds at most one file descriptor, so a broker with many partitions stays within its
-    descriptor limit: a writable (active) index keeps its valid entries in memory (`_buf`) and
-    opens the file only to write, resize or sync it; a read-only index keeps only its map (which
-    holds a descriptor of its own). Not thread-safe: one log owns it.
+    descriptor limit: a writable (active) index keeps its valid entries in memory (`_buf`),
+    writes through a descriptor `descriptors` keeps open while it is among the most recently
+    written, and opens the file only to resize or sync it; a read-only index keeps only its map
+    (which holds a descriptor of its own). Not thread-safe: one log owns it.
     """
 
     ENTRY: struct.Struct  # set by subclasses
     RESERVED_SLOTS = 0  # slots kept free by `is_full` (the time index keeps one for its roll)
 
     def __init__(self, path: str, base_offset: int, max_index_size: int, *,
-                 writable: bool = False, fs: FileSystem = DEFAULT_FS) -> None:
+                 writable: bool = False, fs: FileSystem = DEFAULT_FS,
+                 descriptors: IndexDescriptors = INDEX_DESCRIPTORS) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.fs = fs
+        self._descriptors = descriptors
         self._writable = writable
         self._loaded = False
         self._mm: mmap.mmap | None = None  # a read-only index's entries
@@ -154,7 +159,8 @@ class IndexFile:
             self._unmap()
             self._writable = True
             self.resize(self.max_index_size)
-        else:  # trimmed, then mapped
+        else:  # trimmed, then mapped; a rolled index is not written again
+            self._descriptors.drop(self)
             self._buf = None
             self._writable = False
             with self._file() as fd:
@@ -168,6 +174,7 @@ class IndexFile:
     def reset(self) -> None:
         """Drop every entry (before a rebuild). Nothing of the file is read."""
         self._unmap()
+        self._descriptors.drop(self)  # the file may have been replaced under its path
         self._loaded, self._entries = True, 0
         self._buf = bytearray() if self._writable else None
         self._length = self._whole(self.max_index_size) if self._writable else 0
@@ -202,8 +209,7 @@ class IndexFile:
         # Written with pwrite, never through a map: a full disk is then an OSError here, not
         # a SIGBUS when the kernel cannot back a page of the (sparse) file.
         entry = self.ENTRY.pack(*fields)
-        with self._file() as fd:
-            self.fs.write_fully(fd, [entry], self._entries * self.ENTRY.size)
+        self._descriptors.write(self, self.path, self.fs, [entry], self._entries * self.ENTRY.size)
         if self._buf is not None:
             self._buf += entry  # (a read-only index's map shows what pwrite wrote)
         self._entries += 1
@@ -278,6 +284,7 @@ class IndexFile:
     def release(self) -> None:
         """Unmap and close without touching the file (also used after a storage failure)."""
         self._unmap()
+        self._descriptors.drop(self)
         self._buf = None
         self._loaded = False
 
