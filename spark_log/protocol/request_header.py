@@ -16,7 +16,7 @@ import functools
 import struct
 from typing import NamedTuple
 
-from .api_table import CONTROLLED_SHUTDOWN_KEY, flexible_from
+from .api_table import CONTROLLED_SHUTDOWN_KEY, is_flexible
 from .errors import ProtocolError
 from .native_wire import NATIVE_WIRE
 from .wire import INT16, INT32, need, read_int16, skip_tag_section
@@ -43,8 +43,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
     """The header version Kafka uses for requests of this API key and version."""
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
         return 0
-    first_flexible = flexible_from(api_key)
-    return 2 if first_flexible is not None and api_version >= first_flexible else 1
+    return 2 if is_flexible(api_key, api_version) else 1
 
 
 def parse_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, memoryview]:

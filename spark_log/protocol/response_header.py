@@ -6,7 +6,7 @@ with v0 so a client can read the error of a version it guessed too high (KIP-511
 
 from __future__ import annotations
 
-from .api_table import API_VERSIONS_KEY, flexible_from
+from .api_table import API_VERSIONS_KEY, is_flexible
 from .wire import INT32, need, skip_tag_section
 
 __all__ = ["encode_response_header", "parse_response_header", "response_header_version"]
@@ -20,8 +20,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     """The header version Kafka uses for responses of this API key and version."""
     if api_key == API_VERSIONS_KEY:
         return _V0
-    first_flexible = flexible_from(api_key)
-    return _V1 if first_flexible is not None and api_version >= first_flexible else _V0
+    return _V1 if is_flexible(api_key, api_version) else _V0
 
 
 def encode_response_header(correlation_id: int, header_version: int) -> bytes:

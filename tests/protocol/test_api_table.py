@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 import warnings
 
 import aiokafka.protocol
 import pytest
 from aiokafka.protocol.api import Request
-from kio.schema.index import schema_name_map
+from kio.schema.index import api_key_map, schema_name_map
 
-from spark_log.protocol.api_table import API_TABLE, flexible_from, spec_for
+from spark_log.protocol.api_table import API_TABLE, flexible_from, is_flexible, spec_for
 from spark_log.protocol.api_versions import ApiSet
 
 with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated API
@@ -63,6 +65,29 @@ def test_flexible_from_knows_unserved_keys_and_not_unknown_ones():
     assert flexible_from(7) is None  # ControlledShutdown: gone from kio
     assert flexible_from(12345) is None
     assert spec_for(12345) is None
+
+
+@pytest.mark.parametrize("key", sorted(api_key_map))
+def test_a_version_is_flexible_exactly_from_the_first_flexible_version(key):
+    name = api_key_map[key]
+    first = flexible_from(key)
+    for version in range(-1, max(schema_name_map[name]) + 3):  # also below and above kio's
+        assert is_flexible(key, version) == (first is not None and version >= first), version
+    assert not is_flexible(12345, 0)
+
+
+def test_a_first_request_loads_the_kio_classes_of_its_version_only():
+    # Loading every version to find the first flexible one cost a fresh broker 6-50 ms at the
+    # first request of each API; the classes of the version asked are loaded to decode it.
+    code = ("import sys; from spark_log.protocol.request_header import request_header_version;"
+            "from spark_log.protocol.response_header import response_header_version;"
+            "print(request_header_version(1, 12), response_header_version(1, 12),"
+            "request_header_version(0, 7), response_header_version(0, 7));"
+            "print(sorted({m.split('.')[3] for m in sys.modules"
+            " if m.startswith(('kio.schema.fetch.v', 'kio.schema.produce.v'))}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["2 1 1 0", "['v12', 'v7']"]
 
 
 def overlaps(ranges: dict[int, tuple[int, int]], key: int, low: int, high: int) -> bool:
