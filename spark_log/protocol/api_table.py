@@ -249,13 +249,18 @@ def spec_for(api_key: int) -> ApiSpec | None:
         CONTROLLER_API_TABLE.get(api_key)
 
 
-@functools.cache
+FLEXIBLE_CACHE_SIZE = 4096  # kio knows about 300 (key, version) pairs
+
+
+@functools.lru_cache(maxsize=FLEXIBLE_CACHE_SIZE)
 def is_flexible(api_key: int, api_version: int) -> bool:
     """Whether this version of any API kio knows is flexible (header v2 / v1, compact fields).
 
     Reads only this version's kio class, the one a request of it decodes with anyway: loading
     every version to find the first flexible one cost a fresh broker 6-50 ms at the first
-    request of each API (a produce client's first batch waited 60 ms behind it).
+    request of each API (a produce client's first batch waited 60 ms behind it). Every
+    request's header asks, whatever its key and version, so the cache is bounded: a client
+    sending made-up pairs must not grow it without end.
     """
     name = api_key_map.get(api_key)
     if name is None:

@@ -17,8 +17,15 @@ import pytest
 from aiokafka.protocol.api import Request
 from kio.schema.index import api_key_map, schema_name_map
 
-from spark_log.protocol.api_table import API_TABLE, flexible_from, is_flexible, spec_for
+from spark_log.protocol.api_table import (
+    API_TABLE,
+    FLEXIBLE_CACHE_SIZE,
+    flexible_from,
+    is_flexible,
+    spec_for,
+)
 from spark_log.protocol.api_versions import ApiSet
+from spark_log.protocol.request_header import request_header_version
 
 with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated API
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -74,6 +81,14 @@ def test_a_version_is_flexible_exactly_from_the_first_flexible_version(key):
     for version in range(-1, max(schema_name_map[name]) + 3):  # also below and above kio's
         assert is_flexible(key, version) == (first is not None and version >= first), version
     assert not is_flexible(12345, 0)
+
+
+def test_made_up_keys_and_versions_do_not_grow_the_flexibility_cache_without_end():
+    # Every request's header asks, whatever key and version a client sends.
+    for key in range(20_000, 25_000):
+        assert request_header_version(key, key % 7) == 1
+    assert is_flexible.cache_info().currsize <= FLEXIBLE_CACHE_SIZE
+    assert is_flexible(FETCH, 12) and not is_flexible(FETCH, 11)  # still right after eviction
 
 
 def test_a_first_request_loads_the_kio_classes_of_its_version_only():
