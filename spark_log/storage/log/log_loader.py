@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,11 +40,11 @@ from spark_log.storage.log.segment import Segment
 from spark_log.storage.log.segment_files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
     damaged_file_name,
+    offset_named,
 )
 from spark_log.storage.log.segment_recovery import Damage
 from spark_log.storage.log.swap_recovery import recover_interrupted_swaps
@@ -56,8 +55,7 @@ log = logging.getLogger(__name__)
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp")
 _UNFINISHED_SUFFIXES = (CLEANED_SUFFIX, SWAP_SUFFIX, *_LEFTOVER_SUFFIXES)
 # The names `_Listing` sorts out: a segment's files (SEGMENT_FILE's), and producer snapshots.
-_FILE = re.compile("([0-9]{20})(" + "|".join(re.escape(suffix) for suffix in (
-    LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)) + ")")
+_FILE = offset_named(*SEGMENT_SUFFIXES, SNAPSHOT_SUFFIX)
 
 
 @dataclass

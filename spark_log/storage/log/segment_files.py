@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import re
 
+from spark_log.storage.index.transaction_index import TXN_INDEX_SUFFIX
+
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX, SWAP_SUFFIX = ".cleaned", ".swap"  # a cleaned segment before and during its swap
 
 
-# A segment's files: the base offset as 20 digits and one of the four suffixes.
-SEGMENT_FILE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.txnindex)")
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def offset_named(*suffixes: str) -> re.Pattern[str]:
+    """Names of a base offset as 20 digits and one of `suffixes` (groups: offset, suffix)."""
+    return re.compile("([0-9]{20})(" + "|".join(map(re.escape, suffixes)) + ")")
+
+
+SEGMENT_FILE = offset_named(*SEGMENT_SUFFIXES)  # a segment's files
 DAMAGED_FILE = re.compile(r"[0-9]{20}\.damaged-[0-9]+\.log")  # see damaged_file_name
 
 

@@ -91,7 +91,8 @@ def test_a_loaded_index_holds_at_most_one_descriptor(tmp_path) -> None:  # type:
     # Many partitions must fit the descriptor limit: an active index holds only the descriptor
     # it writes through (while among the most recently written), a read-only one only its map's.
     before = _open_fds()
-    active = OffsetIndex(str(tmp_path / "0.index"), 0, 800, writable=True)
+    active = OffsetIndex(str(tmp_path / "0.index"), 0, 800, writable=True,
+                         descriptors=IndexDescriptors(4))  # the shared set may evict others'
     for i in range(10):
         active.append(i * 2, i * 100)
     assert _open_fds() == before + 1 and active.lookup(7).position == 300
