@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from spark_log.records import HEADER_SIZE, CorruptRecordError, iter_batches, peek_size
 from spark_log.records.batch_header import COMPRESSION_MASK, CONTROL_BIT, TIMESTAMP_TYPE_BIT
+from spark_log.records.record_fields import FIELDS, NATIVE, record_fields
 
 from .record_scan import record_starts
 
@@ -115,12 +116,59 @@ def _empty(with_headers: bool) -> Columns:
                    pa.nulls(0, pa.binary()), [] if with_headers else None)
 
 
+@dataclass
+class _Fields:
+    """Per record of the batches being decoded, int64 arrays (positions index the buffer): the
+    `record_fields.FIELDS`, in that order; `with_headers`, whether any record has headers."""
+
+    ts_delta: np.ndarray
+    offset_delta: np.ndarray
+    key_start: np.ndarray
+    key_len: np.ndarray
+    value_start: np.ndarray
+    value_len: np.ndarray
+    headers_start: np.ndarray
+    header_count: np.ndarray
+    record_end: np.ndarray
+    with_headers: bool
+
+
 def _decode_records(data: Buffer, batches: list[_Batch], with_headers: bool) -> Columns:
     if not batches:
         return _empty(with_headers)
+    f = _fields(data, batches)
+    counts = np.array([b.count for b in batches], np.int64)
+    headers = None
+    if with_headers or f.with_headers:
+        headers = (_headers(data, f.headers_start, f.record_end, f.header_count)
+                   if f.with_headers else [[]] * len(f.key_start))
+    offsets = np.repeat(np.array([b.base_offset for b in batches], np.int64), counts) \
+        + f.offset_delta
+    append = np.array([b.append_time is not None for b in batches])
+    if append.all():
+        stamps = np.repeat(np.array([b.append_time for b in batches], np.int64), counts)
+    else:
+        base = np.array([b.append_time if b.append_time is not None else b.base_timestamp
+                         for b in batches], np.int64)
+        stamps = np.repeat(base, counts) + np.where(np.repeat(append, counts), 0, f.ts_delta)
+    types = np.repeat(append.astype(np.int32), counts)
+    return Columns(offsets, stamps, types, _gather(data, f.key_start, f.key_len),
+                   _gather(data, f.value_start, f.value_len), headers if with_headers else None)
+
+
+def _native_fields(data: Buffer, batches: list[_Batch]) -> _Fields:
+    """The fields in one pass of `spark_log.records.record_fields` (C)."""
+    assert record_fields is not None
+    columns, any_headers = record_fields(data, [(b.lo, b.hi, b.count) for b in batches])
+    f = np.frombuffer(columns, np.int64).reshape(len(FIELDS), -1)
+    return _Fields(*f, with_headers=any_headers)
+
+
+def _numpy_fields(data: Buffer, batches: list[_Batch]) -> _Fields:
+    """The fields with numpy: the record boundaries by `record_scan`, then each varint field of
+    every record at once. Defines what `_native_fields` must return."""
     arr = np.frombuffer(data, np.uint8)
     starts = np.concatenate([record_starts(data, arr, b.lo, b.hi, b.count) for b in batches])
-    counts = np.array([b.count for b in batches], np.int64)
     length, w = _varints(arr, starts)
     begin = starts + w
     ends = begin + length
@@ -131,9 +179,14 @@ def _decode_records(data: Buffer, batches: list[_Batch], with_headers: bool) -> 
     pos = pos + w
     key_len, w = _varints(arr, pos)
     key_start = pos + w
+    # (A length past its record is corrupt: checked here, before any sum can wrap.)
+    if (key_len > length).any():
+        raise CorruptRecordError("record fields run past the record")
     pos = key_start + np.maximum(key_len, 0)
     value_len, w = _varints(arr, pos)
     value_start = pos + w
+    if (value_len > length).any():
+        raise CorruptRecordError("record fields run past the record")
     pos = value_start + np.maximum(value_len, 0)
     header_count, w = _varints(arr, pos)
     pos = pos + w
@@ -142,21 +195,11 @@ def _decode_records(data: Buffer, batches: list[_Batch], with_headers: bool) -> 
     with_any = header_count != 0
     if (pos[~with_any] != ends[~with_any]).any():
         raise CorruptRecordError("record does not end where its length says")
-    n = len(starts)
-    headers = None
-    if with_headers or with_any.any():
-        headers = _headers(data, pos, ends, header_count) if with_any.any() else [[]] * n
-    offsets = np.repeat(np.array([b.base_offset for b in batches], np.int64), counts) + off_delta
-    append = np.array([b.append_time is not None for b in batches])
-    if append.all():
-        stamps = np.repeat(np.array([b.append_time for b in batches], np.int64), counts)
-    else:
-        base = np.array([b.append_time if b.append_time is not None else b.base_timestamp
-                         for b in batches], np.int64)
-        stamps = np.repeat(base, counts) + np.where(np.repeat(append, counts), 0, ts_delta)
-    types = np.repeat(append.astype(np.int32), counts)
-    return Columns(offsets, stamps, types, _gather(data, key_start, key_len),
-                   _gather(data, value_start, value_len), headers if with_headers else None)
+    return _Fields(ts_delta, off_delta, key_start, key_len, value_start, value_len, pos,
+                   header_count, ends, bool(with_any.any()))
+
+
+_fields = _native_fields if NATIVE else _numpy_fields
 
 
 def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,13 +235,13 @@ def _wide_varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndar
     active = np.ones(len(pos), bool)
     for k in range(_MAX_VARINT_BYTES):
         wide = arr[np.minimum(pos + k, last)].astype(np.uint64)
+        if k == _MAX_VARINT_BYTES - 1 and (active & (wide > 1)).any():  # (the last ends it)
+            raise CorruptRecordError("varint longer than ten bytes or past 64 bits")
         raw |= np.where(active, (wide & np.uint64(0x7F)) << np.uint64(7 * k), np.uint64(0))
         width += active
         active &= wide >= 0x80
         if not active.any():
             break
-    else:
-        raise CorruptRecordError("varint longer than ten bytes")
     values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
     return values, width
 

@@ -9,7 +9,8 @@ section, and what is built on it:
       their key (`kept_records`): the log cleaner's offset map and record filter.
 
 The walks over whole batches built on these (`map_batches`, `filter_batches`) are in
-`_native_batches.c`; `_native_scan.h` declares what the two files share.
+`_native_batches.c`, the reader's field walk (`record_fields`) in `_native_fields.c`;
+`_native_scan.h` declares what the files share.
 
 Why: both cleaner walks are a handful of varints per record; in Python they are ~0.7 us a
 record, here a few ns. The pure-Python twins (`batch_rewrite`, `key_offsets`) define the
@@ -505,6 +506,9 @@ static PyMethodDef module_methods[] = {
      "client_batch(header_type, view, max_message_bytes, next_offset, leader_epoch) -> "
      "(header, header bytes) or None: a produce request's one batch checked as the log "
      "validator checks it, with its offsets assigned (see the source)."},
+    {"record_fields", record_fields, METH_VARARGS,
+     "record_fields(buf, sections) -> (columns, with_headers): the field positions of every "
+     "record of the (lo, hi, count) sections of buf, as int64 columns (see _native_fields.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,6 @@
-/* What the two files of spark_log.records._native_scan share: the KeyOffsets table's layout,
-   the section walks of `_native_scan.c` that `_native_batches.c` runs on each batch, and the
-   batch walks the table's method list names. */
+/* What the files of spark_log.records._native_scan share: the KeyOffsets table's layout, the
+   section walks of `_native_scan.c` that `_native_batches.c` runs on each batch, and the walks
+   of `_native_batches.c` and `_native_fields.c` that the method lists name. */
 #ifndef SPARK_LOG_NATIVE_SCAN_H
 #define SPARK_LOG_NATIVE_SCAN_H
 
@@ -56,6 +56,7 @@ PyObject *KeyOffsets_map_batches(KeyOffsets *t, PyObject *args);
 PyObject *KeyOffsets_filter_batches(KeyOffsets *t, PyObject *args);
 PyObject *whole_batches(PyObject *module, PyObject *buf);
 PyObject *client_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *record_fields(PyObject *module, PyObject *args); /* _native_fields.c */
 int init_batches(void); /* at import: looks up what the batch walks call */
 
 #endif
