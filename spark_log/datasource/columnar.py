@@ -159,8 +159,9 @@ def _decode_records(data: Buffer, batches: list[_Batch], with_headers: bool) -> 
 def _native_fields(data: Buffer, batches: list[_Batch]) -> _Fields:
     """The fields in one pass of `spark_log.records.record_fields` (C)."""
     assert record_fields is not None
-    columns, any_headers = record_fields(data, [(b.lo, b.hi, b.count) for b in batches])
-    f = np.frombuffer(columns, np.int64).reshape(len(FIELDS), -1)
+    # numpy allocates the columns: megabytes of them come in huge pages.
+    f = np.empty((len(FIELDS), sum(b.count for b in batches)), np.int64)
+    any_headers = record_fields(data, [(b.lo, b.hi, b.count) for b in batches], f)
     return _Fields(*f, with_headers=any_headers)
 
 

@@ -1,12 +1,14 @@
 /* spark_log.records._native_scan, the reader's half: every field position of the records of
 v2 records sections, for a reader that decodes a whole fetch into columns.
 
-  record_fields(buf, sections) -> (columns, with_headers): `sections` is a sequence of
+  record_fields(buf, sections, out) -> with_headers: `sections` is a sequence of
       (lo, hi, count), each the records section buf[lo:hi] of a batch holding `count`
-      records. `columns` is a bytearray of FIELD_COUNT int64 columns of one value per record
-      (all sections' records in order), column after column, in the order of the enum below;
-      `with_headers` says whether any record has headers (their bytes are left to the caller:
-      they are rare and built into Python objects anyway).
+      records. `out`, a writable buffer of FIELD_COUNT * (the counts' sum) int64s, receives
+      FIELD_COUNT columns of one value per record (all sections' records in order), column
+      after column, in the order of the enum below. The caller allocates it: a numpy array
+      of megabytes comes in huge pages, where a new buffer here would be faulted in and
+      cleared 4 KiB at a time. `with_headers` says whether any record has headers (their
+      bytes are left to the caller: they are rare and built into Python objects anyway).
 
 Why: pylog's reader found these with numpy, one vector step per varint byte per field after a
 sequential scan of the record lengths: ~80 ns a record, the largest part of decoding a fetch.
@@ -132,41 +134,47 @@ fail:
 }
 
 PyObject *record_fields(PyObject *module, PyObject *args) {
-    PyObject *obj, *sections;
-    if (!PyArg_ParseTuple(args, "OO:record_fields", &obj, &sections))
+    PyObject *obj, *sections, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOO:record_fields", &obj, &sections, &out_obj))
         return NULL;
     PyObject *seq = PySequence_Fast(sections, "record_fields: sections must be a sequence");
     if (seq == NULL)
         return NULL;
-    Py_buffer view;
+    Py_buffer view, out;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) {
         Py_DECREF(seq);
         return NULL;
     }
-    PyObject *columns = NULL;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&view);
+        Py_DECREF(seq);
+        return NULL;
+    }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), total = 0;
     Py_ssize_t *bounds = read_sections(seq, view.len, &n, &total);
-    int with_headers = 0;
-    if (bounds != NULL)
-        columns = PyByteArray_FromStringAndSize(NULL, total * FIELD_COUNT * 8);
-    if (columns != NULL) {
-        int64_t *base = (int64_t *)PyByteArray_AS_STRING(columns), *col[FIELD_COUNT];
+    int with_headers = 0, failed = bounds == NULL;
+    if (!failed && out.len != total * FIELD_COUNT * 8) {
+        PyErr_Format(PyExc_ValueError, "record_fields: out holds %zd bytes, not the %zd of "
+                     "%d columns of %zd records", out.len, total * FIELD_COUNT * 8,
+                     FIELD_COUNT, total);
+        failed = 1;
+    }
+    if (!failed) {
+        int64_t *base = out.buf, *col[FIELD_COUNT];
         for (int f = 0; f < FIELD_COUNT; f++)
             col[f] = base + f * total;
         Py_ssize_t row = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = 0; i < n && !failed; i++) {
             Py_ssize_t *s = bounds + 3 * i;
-            if (walk_section(view.buf, s[0], s[1], s[2], col, row, &with_headers) < 0) {
-                Py_CLEAR(columns);
-                break;
-            }
+            failed = walk_section(view.buf, s[0], s[1], s[2], col, row, &with_headers) < 0;
             row += s[2];
         }
     }
     PyMem_Free(bounds);
+    PyBuffer_Release(&out);
     PyBuffer_Release(&view);
     Py_DECREF(seq);
-    if (columns == NULL)
+    if (failed)
         return NULL;
-    return Py_BuildValue("(NO)", columns, with_headers ? Py_True : Py_False);
+    return Py_NewRef(with_headers ? Py_True : Py_False);
 }

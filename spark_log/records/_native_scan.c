@@ -507,8 +507,9 @@ static PyMethodDef module_methods[] = {
      "(header, header bytes) or None: a produce request's one batch checked as the log "
      "validator checks it, with its offsets assigned (see the source)."},
     {"record_fields", record_fields, METH_VARARGS,
-     "record_fields(buf, sections) -> (columns, with_headers): the field positions of every "
-     "record of the (lo, hi, count) sections of buf, as int64 columns (see _native_fields.c)."},
+     "record_fields(buf, sections, out) -> with_headers: the field positions of every record "
+     "of the (lo, hi, count) sections of buf, as int64 columns into out (see "
+     "_native_fields.c)."},
     {NULL, NULL, 0, NULL},
 };
 
