@@ -1,5 +1,5 @@
-"""The fast read path of a task: raw Fetch requests to the partition leader, decoded a whole
-response at a time by `columnar` into one Arrow batch per fetch.
+"""The fast read path of a task: raw Fetch requests to the partition leader, each response
+decoded whole by `columnar` and handed to Spark in Arrow batches of at most BATCH_ROWS rows.
 
 Connections outlive tasks: a Python worker runs task after task (every micro-batch of a stream
 reads the same partitions), so a fetcher that finished its range cleanly is kept, per worker
@@ -31,7 +31,13 @@ from .columnar import decode_with_next, whole_batches_end
 log = logging.getLogger(__name__)
 
 MAX_KEPT = 32  # fetchers kept per worker process (one per partition read lately)
-FETCH_BYTES = 16 << 20  # a fetch is one Arrow batch: ~120,000 records of 100-byte values
+FETCH_BYTES = 16 << 20  # a fetch after the first: ~145,000 records of 100-byte values
+# A task's first fetch is small, so Spark has rows to work on while the large ones come.
+FIRST_FETCH_BYTES = 1 << 20
+# Rows of an Arrow batch handed to Spark: zero-copy slices of a fetch's. Spark's JVM works on a
+# batch while the next is decoded, and the last one leaves it little to do once the worker is
+# done (a whole 16 MiB fetch as one batch kept one side idle at each end of a task).
+BATCH_ROWS = 20_000
 FETCH_WAIT_MS = 0  # the data exists: a fetch that found none should not wait for some
 
 _Key = tuple[str, str, int, bool]
@@ -64,17 +70,18 @@ def read_direct(p: Any, builder: Any, reached: list[int]) -> Iterator[Any]:
 
 
 def _first_fetch(key: _Key, offset: int) -> tuple[PartitionFetcher, FetchResult]:
+    size = min(FIRST_FETCH_BYTES, FETCH_BYTES)
     fetcher = _kept_fetcher(key)
     if fetcher is not None:
         try:
-            return fetcher, fetcher.fetch(offset, FETCH_BYTES, FETCH_WAIT_MS)
+            return fetcher, fetcher.fetch(offset, size, FETCH_WAIT_MS)
         except FetchUnavailable as e:
             log.debug("kept fetcher of %s-%d failed (%s): connecting again", key[1], key[2], e)
             fetcher.close()
     bootstrap, topic, partition, read_committed = key
     fetcher = PartitionFetcher(bootstrap, topic, partition, read_committed=read_committed)
     try:
-        return fetcher, fetcher.fetch(offset, FETCH_BYTES, FETCH_WAIT_MS)
+        return fetcher, fetcher.fetch(offset, size, FETCH_WAIT_MS)
     except FetchUnavailable:
         fetcher.close()
         raise
@@ -101,7 +108,9 @@ def _take(fetcher: PartitionFetcher, result: FetchResult, p: Any, builder: Any,
         if reached[0] == p.start and cols.offsets[lo] != p.start:
             return None  # a gap at the very start: the consumer path judges data loss
         reached[0] = int(cols.offsets[hi - 1]) + 1
-        yield builder.build_columns(p.topic, p.partition, cols, lo, hi)
+        batch = builder.build_columns(p.topic, p.partition, cols, lo, hi)
+        for start in range(0, batch.num_rows, BATCH_ROWS):
+            yield batch.slice(start, BATCH_ROWS)
     reached[0] = max(reached[0], min(next_offset, p.end))
     if reached[0] >= p.end:
         return None

@@ -136,3 +136,26 @@ def test_a_read_stopped_with_a_fetch_in_flight_does_not_keep_its_fetcher(
     assert first.column("offset")[0].as_py() == 0
     batches.close()  # Spark stops reading (a limit was reached)
     assert (shared_broker.bootstrap, topic, 0, True) not in direct_read._kept
+
+
+def test_a_task_starts_with_a_small_fetch_and_hands_spark_batches_of_bounded_rows(
+        shared_broker: BrokerProcess, direct_only: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    topic = create_topic(shared_broker, unique("bounded"))
+    _produce_batches(shared_broker, topic, 10, 300)
+    monkeypatch.setattr(direct_read, "FIRST_FETCH_BYTES", 2000)  # a batch or two
+    monkeypatch.setattr(direct_read, "FETCH_BYTES", 1 << 20)  # the rest at once
+    monkeypatch.setattr(direct_read, "BATCH_ROWS", 128)
+    sizes: list[int] = []  # max_bytes of each fetch sent
+    send = PartitionFetcher.send_fetch
+
+    def recording(self: PartitionFetcher, offset: int, max_bytes: int, *args: int) -> None:
+        send(self, offset, max_bytes, *args)
+        sizes.append(max_bytes)
+
+    monkeypatch.setattr(PartitionFetcher, "send_fetch", recording)
+    batches = list(read_range(_range(shared_broker, topic, 0, 3000), _builder()))
+    assert _offsets(iter(batches)) == list(range(3000))
+    assert sizes[0] == 2000 and set(sizes[1:]) == {1 << 20}
+    rows = [b.num_rows for b in batches]
+    assert max(rows) == 128 and len(rows) >= 3000 // 128
