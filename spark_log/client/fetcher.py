@@ -20,6 +20,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from spark_log.protocol import decode_response, encode_request, spec_for
 from spark_log.protocol.api_keys import ApiKey
 from spark_log.protocol.entity_build import build
@@ -28,6 +30,7 @@ CLIENT_ID = "pylog-fetcher"
 METADATA_VERSION = 1
 FETCH_VERSION = 4
 MAX_FETCH_BYTES = 16 << 20
+_LARGE_FRAME = 1 << 20
 _SIZE = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqqi")  # index, error, high watermark, LSO, aborted count
 _I16 = struct.Struct(">h")
@@ -76,7 +79,7 @@ class _Connection:
         `correlation`."""
         try:
             size = _SIZE.unpack(self._read(4))[0]
-            frame = memoryview(self._read(size)).toreadonly()
+            frame = self._read_into(memoryview(_frame_buffer(size))).toreadonly()
         except OSError as e:
             raise FetchUnavailable(f"request failed: {e}") from None
         if size < 4 or _SIZE.unpack_from(frame)[0] != correlation:
@@ -97,17 +100,29 @@ class _Connection:
 
     def _read(self, n: int) -> bytearray:
         buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
+        self._read_into(memoryview(buf))
+        return buf
+
+    def _read_into(self, view: memoryview) -> memoryview:
+        """Fills `view` from the socket; returns it."""
+        got, n = 0, len(view)
         while got < n:
             k = self.sock.recv_into(view[got:], n - got)
             if k == 0:
                 raise OSError("connection closed by the broker")
             got += k
-        return buf
+        return view
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _frame_buffer(size: int) -> bytearray | np.ndarray:
+    """Room for a response frame of `size` bytes. A large one is a numpy array, left unfilled:
+    numpy asks for huge pages for megabytes, where bytearray(size) first clears them 4 KiB at
+    a time (and the kernel faults each in): that was most of a Spark worker's page faults while
+    pylog read a topic."""
+    return np.empty(size, np.uint8) if size >= _LARGE_FRAME else bytearray(size)
 
 
 def _split(address: str) -> tuple[str, int]:
