@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
+from spark_log.client import fetcher as fetcher_module
 from spark_log.client.fetcher import FetchUnavailable, PartitionFetcher, read_fetch_response
 from spark_log.datasource import direct_read, range_reader
 from spark_log.datasource.arrow import BatchBuilder, spark_schema
@@ -159,3 +160,26 @@ def test_a_task_starts_with_a_small_fetch_and_hands_spark_batches_of_bounded_row
     assert sizes[0] == 2000 and set(sizes[1:]) == {1 << 20}
     rows = [b.num_rows for b in batches]
     assert max(rows) == 128 and len(rows) >= 3000 // 128
+
+
+def test_answers_of_megabytes_are_received_into_unfilled_arrays_and_read_whole(
+        shared_broker: BrokerProcess, direct_only: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    topic = create_topic(shared_broker, unique("large"))
+    values = [b"%07d" % i + bytes([i % 251]) * 993 for i in range(3000)]  # ~3 MB
+    produce(shared_broker, topic, values)
+    monkeypatch.setattr(direct_read, "FIRST_FETCH_BYTES", 4 << 20)
+    frames: list[tuple[int, str]] = []
+    allocate = fetcher_module._frame_buffer
+
+    def recording(size: int):  # type: ignore[no-untyped-def]
+        buf = allocate(size)
+        frames.append((size, type(buf).__name__))
+        return buf
+
+    monkeypatch.setattr(fetcher_module, "_frame_buffer", recording)
+    batches = list(read_range(_range(shared_broker, topic, 0, 3000), _builder()))
+    assert [v for b in batches for v in b.column("value").to_pylist()] == values
+    assert any(size >= fetcher_module._LARGE_FRAME and kind == "ndarray"
+               for size, kind in frames), frames
+    assert all(kind == "bytearray" for size, kind in frames if size < fetcher_module._LARGE_FRAME)
