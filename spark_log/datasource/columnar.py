@@ -1,11 +1,13 @@
 """Record batches -> Arrow columns, vectorised: the fast read path's decoder.
 
 A whole Fetch response is decoded at once, into one `Columns`. A v2 records section is a run of
-variable-length records whose field widths are varints, so only the record boundaries need a
-sequential step (`record_scan`); every field after that is decoded for all records of all
-batches at once with numpy (varints in at most ten vector steps), and keys and values are cut
-out of the response buffer by Arrow's filter kernel (no Python object per record). Headers,
-rare in practice, are decoded per record. Control batches are skipped; compressed batches are
+variable-length records whose field widths are varints. Where each field of each record lies
+comes from one native pass over all batches (`spark_log.records.record_fields`), or, without
+the extension, from numpy: the record boundaries by a sequential step (`record_scan`), then
+every field of all records at once (varints in at most ten vector steps). Offsets and
+timestamps are then vector sums, and keys and values are cut out of the response buffer by
+Arrow's filter kernel (no Python object per record). Headers, rare in practice, are decoded per
+record. Control batches are skipped; compressed batches are
 decompressed by `spark_log.records`. Malformed input raises `CorruptRecordError`, which makes
 the caller fall back to the full client.
 """
