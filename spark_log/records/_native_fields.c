@@ -26,11 +26,6 @@ Nothing is read outside buf[lo:hi].
 enum { TS_DELTA, OFFSET_DELTA, KEY_START, KEY_LEN, VALUE_START, VALUE_LEN, HEADERS_START,
        HEADER_COUNT, RECORD_END, FIELD_COUNT };
 
-static int corrupt_at(Py_ssize_t index, const char *what) {
-    PyErr_Format(corrupt_error, "record %zd: %s", index, what);
-    return -1;
-}
-
 /* A zigzag varint of at most ten bytes at *pos, all of it before `limit`, whose value fits 64
    bits (a tenth byte of 0 or 1), as the numpy walk requires. */
 static inline int zigzag_before(const uint8_t *b, Py_ssize_t limit, Py_ssize_t *pos,
@@ -73,37 +68,33 @@ static int walk_section(const uint8_t *b, Py_ssize_t lo, Py_ssize_t hi, Py_ssize
     for (Py_ssize_t i = 0; i < count; i++, row++) {
         int64_t length, v;
         if (zigzag_before(b, hi, &pos, &length) < 0)
-            return corrupt_at(i, "record length runs past its section");
+            return corrupt(i, "record length runs past its section");
         if (length < 0 || length > hi - pos)
-            return corrupt_at(i, "record length runs past its section");
+            return corrupt(i, "record length runs past its section");
         Py_ssize_t end = pos + (Py_ssize_t)length, p = pos + 1; /* past the attributes */
         if (p > end || zigzag_before(b, end, &p, &col[TS_DELTA][row]) < 0
                 || zigzag_before(b, end, &p, &col[OFFSET_DELTA][row]) < 0
                 || zigzag_before(b, end, &p, &v) < 0)
-            return corrupt_at(i, "record fields run past the record");
+            return corrupt(i, "record fields run past the record");
         col[KEY_START][row] = p;
         col[KEY_LEN][row] = v;
         if (skip_field(&p, v, end) < 0 || zigzag_before(b, end, &p, &v) < 0)
-            return corrupt_at(i, "record fields run past the record");
+            return corrupt(i, "record fields run past the record");
         col[VALUE_START][row] = p;
         col[VALUE_LEN][row] = v;
         if (skip_field(&p, v, end) < 0 || zigzag_before(b, end, &p, &v) < 0)
-            return corrupt_at(i, "record fields run past the record");
+            return corrupt(i, "record fields run past the record");
         if (v < 0)
-            return corrupt_at(i, "negative header count");
+            return corrupt(i, "negative header count");
         if (v == 0 && p != end)
-            return corrupt_at(i, "record does not end where its length says");
+            return corrupt(i, "record does not end where its length says");
         *with_headers |= v != 0;
         col[HEADERS_START][row] = p;
         col[HEADER_COUNT][row] = v;
         col[RECORD_END][row] = end;
         pos = end;
     }
-    if (pos != hi) {
-        PyErr_Format(corrupt_error, "%zd bytes remain after %zd records", hi - pos, count);
-        return -1;
-    }
-    return 0;
+    return check_filled(pos, hi, count);
 }
 
 /* The (lo, hi, count) of each section, checked against the buffer; their record total. */

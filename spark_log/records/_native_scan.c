@@ -32,7 +32,7 @@ static inline int64_t offset_of(long long base, int64_t delta) {
     return (int64_t)((uint64_t)base + (uint64_t)delta);
 }
 
-static int corrupt(Py_ssize_t index, const char *what) {
+int corrupt(Py_ssize_t index, const char *what) {
     PyErr_Format(corrupt_error, "record %zd: %s", index, what);
     return -1;
 }
@@ -96,7 +96,7 @@ static int scan_head(const uint8_t *b, Py_ssize_t limit, Py_ssize_t pos, Py_ssiz
     return 0;
 }
 
-static int check_filled(Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count) {
+int check_filled(Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count) {
     if (pos == limit)
         return 0;
     PyErr_Format(corrupt_error, "%zd bytes remain after %zd records", limit - pos, count);

@@ -10,6 +10,10 @@
 #include <string.h>
 
 extern PyObject *corrupt_error; /* spark_log.records.errors.CorruptRecordError */
+/* CorruptRecordError "record <index>: <what>"; returns -1. */
+int corrupt(Py_ssize_t index, const char *what);
+/* -1 with CorruptRecordError set unless `count` records ended exactly at `limit`. */
+int check_filled(Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count);
 
 typedef struct {
     Py_ssize_t start, end;    /* the record's bytes, length prefix included */
