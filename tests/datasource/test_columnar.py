@@ -195,6 +195,14 @@ def test_both_walks_agree_on_mutated_sections(data: st.DataObject) -> None:
         _both_walks(mutated, fitting)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=1, max_size=80), st.data())
+def test_both_walks_agree_on_arbitrary_bytes(data: bytes, draw: st.DataObject) -> None:
+    lo = draw.draw(st.integers(0, len(data)))
+    hi = draw.draw(st.integers(lo, len(data)))
+    _both_walks(data, [(lo, hi, draw.draw(st.integers(0, hi - lo)))])
+
+
 def _count(section: bytes) -> int:
     """How many records a well-formed section holds (the reference walk)."""
     pos, n = 0, 0
