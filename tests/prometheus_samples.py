@@ -19,3 +19,9 @@ def scrape_port(port: int) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, frozenset(labels.items()))]
+
+
+def value_or_none(samples: Samples, name: str, **labels: str) -> float | None:
+    """The sample, or None while the node does not report it (a series labelled by a topic
+    appears once the node has applied that topic's metadata)."""
+    return samples.get((name, frozenset(labels.items())))

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.cluster_support import create_topic, leaders_of, wait_for
 from tests.cluster_process import ClusterProcess
-from tests.prometheus_samples import Samples, scrape_port, value
+from tests.prometheus_samples import Samples, scrape_port, value, value_or_none
 
 SESSION_TIMEOUT_S = 3.0  # broker.session.timeout.ms in ClusterProcess
 
@@ -103,8 +103,10 @@ def test_a_dead_follower_makes_its_leaders_partitions_under_replicated(
 
     def gauges(node: int) -> tuple[float | None, float | None]:
         samples = scrape(cluster, node)
-        return (value(samples, "spark_log_under_replicated_partitions", topic="watched"),
-                value(samples, "spark_log_under_min_isr_partitions", topic="watched"))
+        # (None until the node has applied the new topic: CreateTopics answers once the
+        # controller committed it, which may be before node 1's metadata image has it.)
+        return (value_or_none(samples, "spark_log_under_replicated_partitions", topic="watched"),
+                value_or_none(samples, "spark_log_under_min_isr_partitions", topic="watched"))
 
     assert wait_for(lambda: gauges(1) == (0, 0), 15), gauges(1)
     cluster.nodes[2].kill()  # node 3, a follower: fenced, then out of the ISR
