@@ -270,3 +270,16 @@ def test_negative_lengths_are_nulls_and_headers_are_left_to_the_caller() -> None
     assert key_len == [-7] and value_len == [-1] and value_start == [key_start[0] + 1]
     assert header_count == [1] and with_headers and end == [len(data)]
     assert data[headers_start[0]:end[0]] == header
+
+
+def test_the_native_walk_refuses_an_output_of_another_size_and_sections_past_the_buffer(
+        ) -> None:
+    assert record_fields.record_fields is not None
+    data = _record(_varint(0)) * 2
+    good = np.empty((len(record_fields.FIELDS), 2), np.int64)
+    assert record_fields.record_fields(data, [(0, len(data), 2)], good) is False
+    with pytest.raises(ValueError, match="out holds"):
+        record_fields.record_fields(data, [(0, len(data), 2)], np.empty((9, 3), np.int64))
+    for section in [(0, len(data) + 1, 2), (-1, len(data), 2), (5, 4, 0), (0, 3, 4)]:
+        with pytest.raises(CorruptRecordError, match="do not fit"):
+            record_fields.record_fields(data, [section], good)
